@@ -1,0 +1,59 @@
+# capsules_keras: make demo | make test | make lint | make install
+#
+#   make demo                      train the quick preset, write a report
+#   make test                      lint + unit tests + notebooks, on all backends
+#   make test BACKENDS=jax         one backend, for quick iteration
+#   KERAS_BACKEND=torch make demo  any backend
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+BACKENDS ?= torch jax tensorflow
+# These machines carry a CPU build of torch 2.13.0 on local disk; an unpinned
+# torch would download a multi-GB CUDA build. On a GPU machine use e.g.
+# `make install TORCH_SPEC=torch` (see README, "Scaling up").
+TORCH_SPEC ?= torch==2.13.0
+# Real MNIST subset used by the tests and CI; the package never reads it.
+TEST_MNIST ?= $(abspath ../shared/data/mnist-offline.npz)
+PYTEST_ARGS ?=
+
+export TF_CPP_MIN_LOG_LEVEL ?= 3
+export PYTHONWARNINGS ?= ignore::DeprecationWarning
+
+.PHONY: install test lint format demo clean-venv
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[all,dev]"
+	touch $@
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint
+	@failed=""; \
+	for backend in $(BACKENDS); do \
+		echo "=== tests: KERAS_BACKEND=$$backend ==="; \
+		KERAS_BACKEND=$$backend CAPSULES_KERAS_TEST_MNIST="$(TEST_MNIST)" \
+			$(BIN)/python -m pytest tests --doctest-modules capsules_keras \
+			$(PYTEST_ARGS) || failed="$$failed $$backend"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "FAILED on:$$failed"; exit 1; fi; \
+	echo "All tests passed on: $(BACKENDS)"
+
+demo: install
+	$(BIN)/python -c "import keras; from capsules_keras import DigitCaps; \
+	v = DigitCaps(10, 16, routing_iterations=3)(keras.random.normal((32, 100, 8))); \
+	print(keras.backend.backend(), 'DigitCaps output', tuple(v.shape))"
+
+clean-venv:
+	rm -rf $(VENV)

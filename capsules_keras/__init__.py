@@ -1,0 +1,25 @@
+"""Capsule Networks with dynamic routing (Sabour et al. 2017) in Keras 3.
+
+Written once in `keras.ops`, so it runs on the torch, jax and tensorflow
+backends alike.
+"""
+
+from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps, Squash
+from capsules_keras.losses import MarginLoss, margin_loss, reconstruction_loss
+from capsules_keras.ops import dynamic_routing, safe_norm, squash
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DigitCaps",
+    "Length",
+    "MarginLoss",
+    "Mask",
+    "PrimaryCaps",
+    "Squash",
+    "dynamic_routing",
+    "margin_loss",
+    "reconstruction_loss",
+    "safe_norm",
+    "squash",
+]

@@ -1,0 +1,30 @@
+"""Argument checks shared by the layers, losses and models.
+
+Each raises a `ValueError` that ends with what was received, in the style of
+Keras' own layers.
+"""
+
+
+def check_positive_int(name, value):
+    """Raises unless `value` is a positive `int` (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"`{name}` must be a positive integer. Received: {name}={value!r}"
+        )
+
+
+def check_positive_number(name, value):
+    """Raises unless `value` is a positive real number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(
+            f"`{name}` must be a positive number. Received: {name}={value!r}"
+        )
+
+
+def check_rank(name, shape, rank, layout):
+    """Raises unless `shape` has exactly `rank` axes, described by `layout`."""
+    if len(shape) != rank:
+        raise ValueError(
+            f"{name} expects inputs of rank {rank}, {layout}. "
+            f"Received: input_shape={tuple(shape)}"
+        )

@@ -1,0 +1,426 @@
+"""Capsule layers: thin, serializable Keras layers over `capsules_keras.ops`.
+
+Shapes use named axes: `batch_size`, `num_capsules` (capsules in a layer),
+`capsule_dim` (the length of each capsule vector).
+"""
+
+import keras
+from keras import initializers, layers, ops
+
+from capsules_keras._checks import check_positive_int, check_positive_number, check_rank
+from capsules_keras.ops import (
+    EPSILON,
+    dynamic_routing,
+    labels_to_one_hot,
+    safe_norm,
+    squash,
+)
+
+register = keras.saving.register_keras_serializable(package="capsules_keras")
+
+
+def _check_axis(axis):
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise ValueError(f"`axis` must be an integer. Received: axis={axis!r}")
+
+
+@register
+class Squash(layers.Layer):
+    """Squashes vectors to a length in [0, 1), keeping their direction.
+
+    `squash(s) = |s|^2 / (1 + |s|^2) * s / sqrt(|s|^2 + epsilon)`
+
+    Args:
+        axis: The capsule-dimension axis. Defaults to the last one.
+        epsilon: Positive constant under the square root; keeps the value and
+            the gradient finite at the zero vector.
+
+    Input shape:
+        Any tensor, e.g. `(batch_size, num_capsules, capsule_dim)`.
+
+    Output shape:
+        Same as the input.
+
+    >>> tuple(Squash()(keras.ops.ones((2, 1152, 8))).shape)
+    (2, 1152, 8)
+
+    Reference: Sabour et al. (2017), equation 1.
+    """
+
+    def __init__(self, axis=-1, epsilon=EPSILON, **kwargs):
+        super().__init__(**kwargs)
+        _check_axis(axis)
+        check_positive_number("epsilon", epsilon)
+        self.axis = axis
+        self.epsilon = epsilon
+        self.supports_masking = True
+
+    def call(self, inputs):
+        return squash(inputs, axis=self.axis, epsilon=self.epsilon)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        base_config = super().get_config()
+        config = {"axis": self.axis, "epsilon": self.epsilon}
+        return {**base_config, **config}
+
+
+@register
+class PrimaryCaps(layers.Layer):
+    """Convolutional capsules: a Conv2D whose channels are cut into capsules.
+
+    `u = squash(reshape(conv2d(x), (batch_size, H' * W' * num_capsules,
+    capsule_dim)))`
+
+    Capsule `i` of the output is capsule type `i % num_capsules` at grid cell
+    `i // num_capsules`, with cells numbered row by row (`row * W' + col`).
+    There is no ReLU: the squash is the non-linearity.
+
+    Args:
+        num_capsules: Number of capsule types (channels groups) per grid cell.
+            The paper uses 32.
+        capsule_dim: Dimension of each capsule. The paper uses 8.
+        kernel_size: Convolution window, an int or a pair of ints.
+        strides: Convolution strides, an int or a pair of ints.
+        padding: `"valid"` or `"same"`.
+        kernel_initializer: Initializer of the convolution kernel.
+        bias_initializer: Initializer of the convolution bias.
+        kernel_regularizer: Optional regularizer of the convolution kernel.
+
+    Input shape:
+        `(batch_size, height, width, channels)`, channels last, with known
+        height and width.
+
+    Output shape:
+        `(batch_size, H' * W' * num_capsules, capsule_dim)`, where `H'`, `W'`
+        are the convolution's output height and width.
+
+    >>> x = keras.ops.ones((2, 20, 20, 256))  # Conv2D(256, 9) of a 28x28 digit
+    >>> tuple(PrimaryCaps(32, 8, kernel_size=9, strides=2)(x).shape)
+    (2, 1152, 8)
+
+    Reference: Sabour et al. (2017), section 4.
+    """
+
+    def __init__(
+        self,
+        num_capsules=32,
+        capsule_dim=8,
+        kernel_size=9,
+        strides=2,
+        padding="valid",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_capsules", num_capsules)
+        check_positive_int("capsule_dim", capsule_dim)
+        self.num_capsules = num_capsules
+        self.capsule_dim = capsule_dim
+        # Conv2D validates kernel_size, strides and padding itself.
+        self.conv = layers.Conv2D(
+            filters=num_capsules * capsule_dim,
+            kernel_size=kernel_size,
+            strides=strides,
+            padding=padding,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            dtype=self.dtype_policy,
+            name="conv",
+        )
+
+    def _grid_shape(self, input_shape):
+        """(H', W') of the convolution output; checks the input."""
+        check_rank(
+            "PrimaryCaps", input_shape, 4, "(batch_size, height, width, channels)"
+        )
+        _, height, width, _ = self.conv.compute_output_shape(input_shape)
+        if height is None or width is None:
+            raise ValueError(
+                "PrimaryCaps needs a known height and width to count its "
+                f"capsules. Received: input_shape={tuple(input_shape)}"
+            )
+        return height, width
+
+    def build(self, input_shape):
+        self._grid_shape(input_shape)
+        self.conv.build(input_shape)
+
+    def call(self, inputs):
+        height, width = self._grid_shape(inputs.shape)
+        x = self.conv(inputs)  # (batch_size, H', W', num_capsules * capsule_dim)
+        # (batch_size, H' * W' * num_capsules, capsule_dim)
+        u = ops.reshape(x, (-1, height * width * self.num_capsules, self.capsule_dim))
+        return squash(u)
+
+    def compute_output_shape(self, input_shape):
+        height, width = self._grid_shape(input_shape)
+        num_capsules = height * width * self.num_capsules
+        return (input_shape[0], num_capsules, self.capsule_dim)
+
+    def get_config(self):
+        base_config = super().get_config()
+        config = {
+            "num_capsules": self.num_capsules,
+            "capsule_dim": self.capsule_dim,
+            "kernel_size": self.conv.kernel_size,
+            "strides": self.conv.strides,
+            "padding": self.conv.padding,
+            "kernel_initializer": initializers.serialize(self.conv.kernel_initializer),
+            "bias_initializer": initializers.serialize(self.conv.bias_initializer),
+            "kernel_regularizer": keras.regularizers.serialize(
+                self.conv.kernel_regularizer
+            ),
+        }
+        return {**base_config, **config}
+
+
+@register
+class DigitCaps(layers.Layer):
+    """A capsule layer with dynamic routing between its inputs and outputs.
+
+    ```
+    u_hat[b,i,j,m] = sum_n kernel[i,j,n,m] * u[b,i,n]
+    v = dynamic_routing(u_hat, routing_iterations)
+    ```
+
+    Every child capsule `i` predicts every parent `j` through its own matrix
+    `kernel[i, j]`; routing by agreement then decides how much of each
+    prediction reaches each parent (see `capsules_keras.ops.dynamic_routing`).
+
+    Args:
+        num_capsules: Number of output (parent) capsules, e.g. 10 digits.
+        capsule_dim: Dimension of each output capsule. The paper uses 16.
+        routing_iterations: Number of routing iterations, at least 1. The
+            paper uses 3.
+        kernel_initializer: Initializer of `kernel`. The default is a normal
+            distribution with standard deviation 0.01 (see the comment at
+            `DEFAULT_KERNEL_INITIALIZER`).
+        kernel_regularizer: Optional regularizer of `kernel`.
+        kernel_constraint: Optional constraint on `kernel`.
+        stop_gradient_votes: If True, gradients flow through the predictions
+            only in the last routing iteration (cheaper; not the paper's
+            procedure). Off by default.
+        return_coupling: If True, the layer returns `(v, c)` where `c` are the
+            coupling coefficients of the last routing iteration.
+
+    Input shape:
+        `(batch_size, in_capsules, in_dim)`.
+
+    Output shape:
+        `(batch_size, num_capsules, capsule_dim)`; with `return_coupling`,
+        also `(batch_size, in_capsules, num_capsules)`.
+
+    The single weight, `kernel`, has shape
+    `(in_capsules, num_capsules, in_dim, capsule_dim)` -- `W[i, j, n, m]` in
+    the paper's indices, the layout of labml_nn's `Router.weight`.
+
+    >>> layer = DigitCaps(10, 16, routing_iterations=3)
+    >>> tuple(layer(keras.ops.ones((32, 100, 8))).shape)
+    (32, 10, 16)
+
+    Reference: Sabour et al. (2017), section 2 and Procedure 1.
+    """
+
+    # With 1152 children the parent pre-activation s_j sums ~1152/10 votes. A
+    # standard deviation of 1 (labml_nn's `torch.randn`) makes |s_j| ~ 10 at
+    # the start, so every parent is squashed to length ~1, the margin loss
+    # saturates and training stalls once the routing softmax runs over the
+    # right axis. 0.01 starts the lengths well inside (0, 1), where the margin
+    # loss has useful gradients.
+    DEFAULT_KERNEL_INITIALIZER = {
+        "class_name": "RandomNormal",
+        "config": {"mean": 0.0, "stddev": 0.01, "seed": None},
+    }
+
+    def __init__(
+        self,
+        num_capsules=10,
+        capsule_dim=16,
+        routing_iterations=3,
+        kernel_initializer=None,
+        kernel_regularizer=None,
+        kernel_constraint=None,
+        stop_gradient_votes=False,
+        return_coupling=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_capsules", num_capsules)
+        check_positive_int("capsule_dim", capsule_dim)
+        check_positive_int("routing_iterations", routing_iterations)
+        self.num_capsules = num_capsules
+        self.capsule_dim = capsule_dim
+        self.routing_iterations = routing_iterations
+        self.kernel_initializer = initializers.get(
+            kernel_initializer or self.DEFAULT_KERNEL_INITIALIZER
+        )
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.stop_gradient_votes = bool(stop_gradient_votes)
+        self.return_coupling = bool(return_coupling)
+
+    def _input_capsules(self, input_shape):
+        """(in_capsules, in_dim) of an input shape; checks it."""
+        check_rank("DigitCaps", input_shape, 3, "(batch_size, in_capsules, in_dim)")
+        _, in_capsules, in_dim = input_shape
+        if in_capsules is None or in_dim is None:
+            raise ValueError(
+                "DigitCaps needs a known number and dimension of input capsules. "
+                f"Received: input_shape={tuple(input_shape)}"
+            )
+        if self.built and (in_capsules, in_dim) != tuple(self.kernel.shape[::2]):
+            raise ValueError(
+                f"DigitCaps was built for {self.kernel.shape[0]} input capsules of "
+                f"dimension {self.kernel.shape[2]}. "
+                f"Received: input_shape={tuple(input_shape)}"
+            )
+        return in_capsules, in_dim
+
+    def build(self, input_shape):
+        in_capsules, in_dim = self._input_capsules(input_shape)
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(in_capsules, self.num_capsules, in_dim, self.capsule_dim),
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+
+    def call(self, inputs):
+        self._input_capsules(inputs.shape)
+        # u_hat[b,i,j,m] = sum_n W[i,j,n,m] u[b,i,n]
+        u_hat = ops.einsum("ijnm,bin->bijm", self.kernel, inputs)  # (b, i, j, m)
+        return dynamic_routing(
+            u_hat,
+            iterations=self.routing_iterations,
+            stop_gradient_votes=self.stop_gradient_votes,
+            return_coupling=self.return_coupling,
+        )
+
+    def compute_output_shape(self, input_shape):
+        in_capsules, _ = self._input_capsules(input_shape)
+        batch_size = input_shape[0]
+        v_shape = (batch_size, self.num_capsules, self.capsule_dim)
+        if self.return_coupling:
+            return v_shape, (batch_size, in_capsules, self.num_capsules)
+        return v_shape
+
+    def get_config(self):
+        base_config = super().get_config()
+        config = {
+            "num_capsules": self.num_capsules,
+            "capsule_dim": self.capsule_dim,
+            "routing_iterations": self.routing_iterations,
+            "kernel_initializer": initializers.serialize(self.kernel_initializer),
+            "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+            "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+            "stop_gradient_votes": self.stop_gradient_votes,
+            "return_coupling": self.return_coupling,
+        }
+        return {**base_config, **config}
+
+
+@register
+class Length(layers.Layer):
+    """Length of each capsule: the probability that its entity is present.
+
+    `length(v) = sqrt(sum_m v[..., m]^2 + epsilon)`
+
+    Args:
+        epsilon: Positive constant under the square root; keeps the gradient
+            finite at the zero vector.
+
+    Input shape:
+        `(batch_size, num_capsules, capsule_dim)` (any rank >= 2).
+
+    Output shape:
+        `(batch_size, num_capsules)`.
+
+    >>> tuple(Length()(keras.ops.ones((2, 10, 16))).shape)
+    (2, 10)
+    """
+
+    def __init__(self, epsilon=EPSILON, **kwargs):
+        super().__init__(**kwargs)
+        check_positive_number("epsilon", epsilon)
+        self.epsilon = epsilon
+
+    def _check(self, input_shape):
+        if len(input_shape) < 2:
+            raise ValueError(
+                "Length expects capsules of shape (batch_size, num_capsules, "
+                f"capsule_dim). Received: input_shape={tuple(input_shape)}"
+            )
+
+    def call(self, inputs):
+        self._check(inputs.shape)
+        return safe_norm(inputs, axis=-1, epsilon=self.epsilon)
+
+    def compute_output_shape(self, input_shape):
+        self._check(input_shape)
+        return tuple(input_shape[:-1])
+
+    def get_config(self):
+        return {**super().get_config(), "epsilon": self.epsilon}
+
+
+@register
+class Mask(layers.Layer):
+    """Keeps one capsule per sample, zeroes the others, and flattens.
+
+    `masked[b] = flatten(v[b] * onehot[b][:, None])`
+
+    The kept capsule is the one named by `labels` when they are given (the
+    paper trains the decoder this way) and otherwise the longest capsule (the
+    paper's choice at test time).
+
+    Call arguments:
+        inputs: Capsules `v` of shape `(batch_size, num_capsules,
+            capsule_dim)`, or a list `[v, labels]` where `labels` are integer
+            classes `(batch_size,)` or one-hot `(batch_size, num_capsules)`.
+
+    Output shape:
+        `(batch_size, num_capsules * capsule_dim)`, ready for a dense decoder.
+
+    >>> v = keras.ops.ones((4, 10, 16))
+    >>> tuple(Mask()([v, keras.ops.array([0, 1, 2, 3])]).shape)
+    (4, 160)
+    """
+
+    def _split(self, inputs):
+        if isinstance(inputs, (list, tuple)):
+            if len(inputs) != 2:
+                raise ValueError(
+                    "Mask expects capsules or a list [capsules, labels]. "
+                    f"Received: a list of {len(inputs)} inputs"
+                )
+            capsules, labels = inputs
+        else:
+            capsules, labels = inputs, None
+        check_rank("Mask", capsules.shape, 3, "(batch_size, num_capsules, capsule_dim)")
+        return capsules, labels
+
+    def call(self, inputs):
+        capsules, labels = self._split(inputs)
+        num_capsules, capsule_dim = capsules.shape[1:]
+        if labels is None:
+            # The longest capsule; squared lengths pick the same one.
+            longest = ops.argmax(ops.sum(ops.square(capsules), axis=-1), axis=-1)
+            labels = longest  # (batch_size,)
+        mask = labels_to_one_hot(labels, num_capsules, dtype=capsules.dtype)
+        masked = capsules * ops.expand_dims(mask, -1)  # (b, num_capsules, dim)
+        # (batch_size, num_capsules * capsule_dim)
+        return ops.reshape(masked, (-1, num_capsules * capsule_dim))
+
+    def compute_output_shape(self, input_shape):
+        if isinstance(input_shape, list) and isinstance(input_shape[0], (list, tuple)):
+            input_shape = input_shape[0]
+        check_rank("Mask", input_shape, 3, "(batch_size, num_capsules, capsule_dim)")
+        batch_size, num_capsules, capsule_dim = input_shape
+        return (batch_size, num_capsules * capsule_dim)

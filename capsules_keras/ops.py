@@ -1,0 +1,178 @@
+"""Capsule operations in pure `keras.ops`: squash, safe length, dynamic routing.
+
+Indices follow Sabour et al. (2017) and `DESIGN.md`: `b` = batch, `i` = lower
+(child) capsule, `j` = higher (parent) capsule, `n` = child dimension,
+`m` = parent dimension.
+
+Every function here runs unchanged on the torch, jax and tensorflow backends.
+Reduced-precision inputs (float16, bfloat16) are handled by computing the
+numerically delicate parts -- the squared norm in `squash` and the routing
+softmax -- in float32 and casting back.
+"""
+
+import keras
+from keras import ops
+
+from capsules_keras._checks import check_positive_int, check_positive_number
+
+#: Added to squared norms inside the square root, so that the length and its
+#: gradient stay finite at the zero vector (d sqrt(x)/dx is infinite at x = 0).
+EPSILON = 1e-7
+
+_REDUCED_PRECISION = ("float16", "bfloat16")
+
+
+def _float32_if_reduced(x):
+    """Upcasts float16/bfloat16 tensors to float32; leaves others unchanged."""
+    if keras.backend.standardize_dtype(x.dtype) in _REDUCED_PRECISION:
+        return ops.cast(x, "float32")
+    return x
+
+
+def safe_norm(x, axis=-1, keepdims=False, epsilon=EPSILON):
+    """Euclidean length with `epsilon` inside the square root.
+
+    `safe_norm(x) = sqrt(sum(x ** 2, axis) + epsilon)`
+
+    Unlike `ops.norm`, its gradient is finite (zero) at the zero vector.
+    Computed in float32 for float16/bfloat16 inputs and cast back.
+
+    Args:
+        x: Tensor.
+        axis: Axis along which to take the length.
+        keepdims: Keep the reduced axis with size 1.
+        epsilon: Positive constant added under the square root.
+
+    Returns:
+        Tensor of lengths with `axis` reduced.
+    """
+    check_positive_number("epsilon", epsilon)
+    x = ops.convert_to_tensor(x)
+    squared = ops.sum(ops.square(_float32_if_reduced(x)), axis=axis, keepdims=keepdims)
+    return ops.cast(ops.sqrt(squared + epsilon), x.dtype)
+
+
+def squash(s, axis=-1, epsilon=EPSILON):
+    """The capsule non-linearity: keeps the direction, maps the length to [0, 1).
+
+    `squash(s) = |s|^2 / (1 + |s|^2) * s / sqrt(|s|^2 + epsilon)`
+
+    Short vectors shrink to almost zero length, long ones to just below one.
+    `epsilon` sits inside the square root, so the value and the gradient are
+    finite at `s = 0` (where both are zero).
+
+    Args:
+        s: Tensor of capsule vectors.
+        axis: The capsule-dimension axis.
+        epsilon: Positive constant added under the square root.
+
+    Returns:
+        Tensor of the same shape and dtype as `s`.
+
+    >>> v = squash(keras.ops.convert_to_tensor([[3.0, 4.0]]))  # |s| = 5
+    >>> round(float(keras.ops.norm(v)), 5)  # 25 / 26
+    0.96154
+
+    Reference: Sabour et al. (2017), equation 1.
+    """
+    check_positive_number("epsilon", epsilon)
+    s = ops.convert_to_tensor(s)
+    s32 = _float32_if_reduced(s)
+    squared_norm = ops.sum(ops.square(s32), axis=axis, keepdims=True)
+    # One fused scale factor: |s|^2 / ((1 + |s|^2) * sqrt(|s|^2 + eps)).
+    scale = squared_norm / ((1.0 + squared_norm) * ops.sqrt(squared_norm + epsilon))
+    return ops.cast(scale * s32, s.dtype)
+
+
+def dynamic_routing(
+    u_hat, iterations=3, stop_gradient_votes=False, return_coupling=False
+):
+    """Routing by agreement (Sabour et al. 2017, Procedure 1).
+
+    ```
+    b[b,i,j] = 0
+    repeat `iterations` times:
+        c[b,i,j] = softmax over j of b[b,i,:]    # each child's coefficients sum to 1
+        s[b,j,m] = sum_i c[b,i,j] * u_hat[b,i,j,m]
+        v[b,j,m] = squash(s[b,j,:])[m]
+        b[b,i,j] += sum_m v[b,j,m] * u_hat[b,i,j,m]
+    ```
+
+    The routing logits `b` start at zero for every sample and are never
+    learned. The logit update after the last iteration is skipped: it would
+    not change the output.
+
+    Args:
+        u_hat: Predictions ("votes") of every child for every parent,
+            shape `(batch_size, in_capsules, out_capsules, out_dim)`.
+        iterations: Number of routing iterations `r >= 1`. The paper uses 3.
+        stop_gradient_votes: If True, the votes in all but the last iteration
+            are treated as constants by backpropagation, so gradients reach
+            `u_hat` only through the final weighted sum. This is cheaper and
+            some implementations find it trains more stably, but it is not the
+            paper's procedure (which backpropagates through every iteration),
+            so it is off by default.
+        return_coupling: If True, also return the coupling coefficients `c`
+            used in the last iteration.
+
+    Returns:
+        Parent capsules `v`, shape `(batch_size, out_capsules, out_dim)`, and,
+        if `return_coupling`, `c` of shape
+        `(batch_size, in_capsules, out_capsules)` (float32 under mixed
+        precision).
+    """
+    check_positive_int("iterations", iterations)
+    u_hat = ops.convert_to_tensor(u_hat)
+    if len(u_hat.shape) != 4:
+        raise ValueError(
+            "`u_hat` must have rank 4: (batch_size, in_capsules, out_capsules, "
+            f"out_dim). Received: u_hat.shape={tuple(u_hat.shape)}"
+        )
+    routing_votes = ops.stop_gradient(u_hat) if stop_gradient_votes else u_hat
+    # The logits accumulate agreements over iterations; keep them in float32
+    # even when the votes are float16/bfloat16, so the softmax stays accurate.
+    logits = ops.zeros_like(u_hat[..., 0], dtype="float32")  # (b, i, j)
+    for r in range(iterations):
+        last = r == iterations - 1
+        votes = u_hat if last else routing_votes
+        # c_ij = exp(b_ij) / sum_k exp(b_ik): softmax over the PARENT axis j.
+        c = ops.softmax(logits, axis=-1)  # (b, i, j)
+        # s_j = sum_i c_ij u_hat_j|i
+        s = ops.einsum("bij,bijm->bjm", ops.cast(c, votes.dtype), votes)  # (b, j, m)
+        # v_j = squash(s_j)
+        v = squash(s)  # (b, j, m)
+        if not last:
+            # b_ij <- b_ij + u_hat_j|i . v_j
+            agreement = ops.einsum("bjm,bijm->bij", v, votes)  # (b, i, j)
+            logits = logits + ops.cast(agreement, "float32")
+    if return_coupling:
+        return v, c
+    return v
+
+
+def labels_to_one_hot(labels, num_classes, dtype="float32"):
+    """Turns integer labels or one-hot rows into one-hot rows.
+
+    Integer labels have shape `(batch_size,)` or `(batch_size, 1)`; one-hot
+    (or any per-class weights) have shape `(batch_size, num_classes)` and are
+    returned cast to `dtype`.
+
+    Args:
+        labels: Integer class indices or one-hot rows.
+        num_classes: Number of classes (capsules).
+        dtype: dtype of the result.
+
+    Returns:
+        Tensor of shape `(batch_size, num_classes)`.
+    """
+    shape = tuple(labels.shape)
+    if len(shape) == 2 and shape[-1] == num_classes:
+        return ops.cast(labels, dtype)
+    if len(shape) == 2 and shape[-1] == 1:
+        labels = ops.squeeze(labels, axis=-1)
+    elif len(shape) != 1:
+        raise ValueError(
+            "Labels must be integers of shape (batch_size,) or one-hot of shape "
+            f"(batch_size, {num_classes}). Received: labels.shape={shape}"
+        )
+    return ops.one_hot(ops.cast(labels, "int32"), num_classes, dtype=dtype)

@@ -1,0 +1,71 @@
+"""Packaging: the conda environment mirrors pyproject, imports stay light."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import yaml
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+from conftest import REPO_ROOT
+
+import capsules_keras
+
+FRAMEWORKS = ("torch", "jax", "jaxlib", "tensorflow")
+
+
+def _pyproject():
+    with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)["project"]
+
+
+def test_environment_yml_mirrors_pyproject():
+    project = _pyproject()
+    extras = project["optional-dependencies"]
+    expected = set(project["dependencies"]) | set(extras["all"]) | set(extras["dev"])
+    with open(os.path.join(REPO_ROOT, "environment.yml")) as f:
+        env = yaml.safe_load(f)
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    listed = {d for d in conda + pip if not d.startswith(("python", "pip", "-e"))}
+    assert listed == expected
+    python = next(d for d in conda if d.startswith("python"))
+    assert python == "python" + project["requires-python"]
+
+
+def test_all_extra_is_the_union_of_the_backends():
+    extras = _pyproject()["optional-dependencies"]
+    backends = set(extras["torch"]) | set(extras["jax"]) | set(extras["tensorflow"])
+    assert set(extras["all"]) == backends
+
+
+def test_public_api():
+    for name in ("Squash", "PrimaryCaps", "DigitCaps", "Length", "Mask", "MarginLoss"):
+        assert name in capsules_keras.__all__
+        assert getattr(capsules_keras, name).__module__.startswith("capsules_keras.")
+    assert capsules_keras.__version__ == _pyproject()["version"]
+
+
+def test_import_loads_no_framework_beyond_keras():
+    """`import capsules_keras` loads no torch/jax/tensorflow that keras did not."""
+    script = (
+        "import sys, keras\n"
+        "before = set(sys.modules)\n"
+        "import capsules_keras\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        f"print(sorted(new & set({FRAMEWORKS!r})))\n"
+    )
+    env = {**os.environ, "KERAS_BACKEND": keras.backend.backend()}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=REPO_ROOT,
+    )
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout

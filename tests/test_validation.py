@@ -1,0 +1,107 @@
+"""Every bad argument and bad input raises a ValueError naming what it got."""
+
+import keras
+import numpy as np
+import pytest
+
+from capsules_keras import (
+    DigitCaps,
+    Length,
+    MarginLoss,
+    Mask,
+    PrimaryCaps,
+    Squash,
+    dynamic_routing,
+    margin_loss,
+    safe_norm,
+    squash,
+)
+
+RECEIVED = "Received: "
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Squash(axis="last"),
+        lambda: Squash(epsilon=0),
+        lambda: Length(epsilon=-1e-7),
+        lambda: PrimaryCaps(num_capsules=0),
+        lambda: PrimaryCaps(capsule_dim=-8),
+        lambda: PrimaryCaps(num_capsules=2.5),
+        lambda: DigitCaps(num_capsules=0),
+        lambda: DigitCaps(capsule_dim=0),
+        lambda: DigitCaps(routing_iterations=0),
+        lambda: DigitCaps(routing_iterations=-3),
+        lambda: DigitCaps(routing_iterations=True),
+        lambda: MarginLoss(m_plus=0.1, m_minus=0.9),
+        lambda: MarginLoss(lambda_=0),
+        lambda: MarginLoss(m_minus=-0.1),
+    ],
+)
+def test_bad_arguments(make):
+    with pytest.raises(ValueError, match=RECEIVED):
+        make()
+
+
+def test_routing_iterations_error_names_the_value():
+    with pytest.raises(ValueError, match=r"routing_iterations=0$"):
+        DigitCaps(routing_iterations=0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: squash(np.ones((2, 3), "float32"), epsilon=0),
+        lambda: safe_norm(np.ones((2, 3), "float32"), epsilon=-1),
+        lambda: dynamic_routing(np.ones((2, 3, 4), "float32")),
+        lambda: dynamic_routing(np.ones((2, 3, 4, 5), "float32"), iterations=0),
+        lambda: margin_loss(np.ones((2, 2, 2)), np.ones((2, 3), "float32")),
+        lambda: margin_loss(np.ones((2, 4)), np.ones((2, 3), "float32")),
+    ],
+)
+def test_bad_op_inputs(call):
+    with pytest.raises(ValueError, match=RECEIVED):
+        call()
+
+
+@pytest.mark.parametrize(
+    "layer, shape",
+    [
+        (lambda: PrimaryCaps(), (2, 28, 28)),  # no channel axis
+        (lambda: DigitCaps(), (2, 1152)),  # rank 2
+        (lambda: DigitCaps(), (2, 1152, 8, 1)),  # rank 4
+        (lambda: Length(), (5,)),
+        (lambda: Mask(), (2, 10)),
+    ],
+)
+def test_wrong_input_rank(layer, shape):
+    with pytest.raises(ValueError, match=RECEIVED):
+        layer()(np.ones(shape, "float32"))
+
+
+def test_wrong_input_rank_in_functional_model():
+    with pytest.raises(ValueError, match=r"Received: input_shape=\(None, 1152\)"):
+        DigitCaps()(keras.Input((1152,)))
+
+
+def test_primary_caps_needs_known_grid():
+    with pytest.raises(ValueError, match=RECEIVED):
+        PrimaryCaps(kernel_size=3)(keras.Input((None, None, 4)))
+
+
+def test_digit_caps_mismatched_capsule_dims():
+    layer = DigitCaps(4, 5)
+    layer(np.ones((2, 7, 3), "float32"))
+    with pytest.raises(ValueError, match=r"Received: input_shape=\(2, 7, 4\)"):
+        layer(np.ones((2, 7, 4), "float32"))
+    with pytest.raises(ValueError, match=r"Received: input_shape=\(2, 6, 3\)"):
+        layer(np.ones((2, 6, 3), "float32"))
+
+
+def test_mask_bad_inputs():
+    caps = np.ones((2, 3, 4), "float32")
+    with pytest.raises(ValueError, match=RECEIVED):
+        Mask()([caps, np.array([0, 1]), np.array([1, 0])])
+    with pytest.raises(ValueError, match=RECEIVED):
+        Mask()([caps, np.ones((2, 5), "float32")])  # one-hot of the wrong width
