@@ -5,17 +5,25 @@ backends alike.
 """
 
 from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps, Squash
-from capsules_keras.losses import MarginLoss, margin_loss, reconstruction_loss
+from capsules_keras.losses import (
+    MarginLoss,
+    ReconstructionLoss,
+    margin_loss,
+    reconstruction_loss,
+)
+from capsules_keras.models import CapsNet
 from capsules_keras.ops import dynamic_routing, safe_norm, squash
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CapsNet",
     "DigitCaps",
     "Length",
     "MarginLoss",
     "Mask",
     "PrimaryCaps",
+    "ReconstructionLoss",
     "Squash",
     "dynamic_routing",
     "margin_loss",

@@ -10,6 +10,7 @@ from keras import initializers, layers, ops
 from capsules_keras._checks import check_positive_int, check_positive_number, check_rank
 from capsules_keras.ops import (
     EPSILON,
+    conv2d_patches,
     dynamic_routing,
     labels_to_one_hot,
     safe_norm,
@@ -150,10 +151,27 @@ class PrimaryCaps(layers.Layer):
     def build(self, input_shape):
         self._grid_shape(input_shape)
         self.conv.build(input_shape)
+        # Backend-specific for a measured reason: on the jax backend on CPU,
+        # XLA's strided convolution is pathologically slow to differentiate
+        # (the paper's 9x9/2 conv, 256 -> 256 channels, batch 100: 21 s per
+        # forward+backward step, against 1.05 s for the same convolution
+        # written as patches + one matmul; torch and tensorflow take 0.8 s
+        # with their own convolution, and 1.2-2.2 s with patches).
+        # The weights are the Conv2D's either way.
+        self._conv_as_matmul = keras.backend.backend() == "jax" and all(
+            device.startswith("cpu") for device in keras.distribution.list_devices()
+        )
+
+    def _convolve(self, inputs):
+        if not self._conv_as_matmul:
+            return self.conv(inputs)
+        conv = self.conv
+        x = conv2d_patches(inputs, conv.kernel, conv.strides, conv.padding)
+        return ops.add(x, conv.bias)
 
     def call(self, inputs):
         height, width = self._grid_shape(inputs.shape)
-        x = self.conv(inputs)  # (batch_size, H', W', num_capsules * capsule_dim)
+        x = self._convolve(inputs)  # (batch_size, H', W', num_capsules * dim)
         # (batch_size, H' * W' * num_capsules, capsule_dim)
         u = ops.reshape(x, (-1, height * width * self.num_capsules, self.capsule_dim))
         return squash(u)
@@ -199,7 +217,7 @@ class DigitCaps(layers.Layer):
         routing_iterations: Number of routing iterations, at least 1. The
             paper uses 3.
         kernel_initializer: Initializer of `kernel`. The default is a normal
-            distribution with standard deviation 0.01 (see the comment at
+            distribution with standard deviation 0.05 (see the comment at
             `DEFAULT_KERNEL_INITIALIZER`).
         kernel_regularizer: Optional regularizer of `kernel`.
         kernel_constraint: Optional constraint on `kernel`.
@@ -231,11 +249,13 @@ class DigitCaps(layers.Layer):
     # standard deviation of 1 (labml_nn's `torch.randn`) makes |s_j| ~ 10 at
     # the start, so every parent is squashed to length ~1, the margin loss
     # saturates and training stalls once the routing softmax runs over the
-    # right axis. 0.01 starts the lengths well inside (0, 1), where the margin
-    # loss has useful gradients.
+    # right axis. 0.05 starts the lengths inside (0, 1), where the margin loss
+    # has useful gradients. Measured on 5,000 MNIST digits (torch, batch 100,
+    # test accuracy after epochs 1 / 3): std 0.01 -> 79.4% / 95.4%,
+    # 0.05 -> 91.4% / 96.4%, 0.1 -> 91.9% / 96.1%.
     DEFAULT_KERNEL_INITIALIZER = {
         "class_name": "RandomNormal",
-        "config": {"mean": 0.0, "stddev": 0.01, "seed": None},
+        "config": {"mean": 0.0, "stddev": 0.05, "seed": None},
     }
 
     def __init__(
@@ -292,12 +312,23 @@ class DigitCaps(layers.Layer):
             constraint=self.kernel_constraint,
         )
 
-    def call(self, inputs):
+    def votes(self, inputs):
+        """The predictions `u_hat` of every input capsule for every output one.
+
+        Args:
+            inputs: `(batch_size, in_capsules, in_dim)`.
+
+        Returns:
+            `u_hat` of shape `(batch_size, in_capsules, num_capsules,
+            capsule_dim)`, ready for `capsules_keras.ops.dynamic_routing`.
+        """
         self._input_capsules(inputs.shape)
         # u_hat[b,i,j,m] = sum_n W[i,j,n,m] u[b,i,n]
-        u_hat = ops.einsum("ijnm,bin->bijm", self.kernel, inputs)  # (b, i, j, m)
+        return ops.einsum("ijnm,bin->bijm", self.kernel, inputs)  # (b, i, j, m)
+
+    def call(self, inputs):
         return dynamic_routing(
-            u_hat,
+            self.votes(inputs),
             iterations=self.routing_iterations,
             stop_gradient_votes=self.stop_gradient_votes,
             return_coupling=self.return_coupling,

@@ -136,3 +136,28 @@ class MarginLoss(keras.losses.Loss):
             "lambda_": self.lambda_,
         }
         return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class ReconstructionLoss(keras.losses.Loss):
+    """Per-image sum of squared errors, averaged over the batch.
+
+    `loss = mean over the batch of sum_pixels (image - reconstruction)^2`
+
+    `y_true` are the images, `y_pred` the decoder's reconstructions (any shape
+    with the same number of values per image). The paper adds it to the margin
+    loss with weight 0.0005.
+
+    Args:
+        reduction: Keras reduction over the batch; the mean by default.
+        name: Name of the loss.
+        dtype: dtype of the computation.
+    """
+
+    def __init__(
+        self, reduction="sum_over_batch_size", name="reconstruction_loss", dtype=None
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def call(self, y_true, y_pred):
+        return reconstruction_loss(y_true, y_pred)

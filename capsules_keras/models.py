@@ -1,0 +1,287 @@
+"""The paper's CapsNet: encoder (conv, primary and digit capsules) + decoder."""
+
+import math
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+from capsules_keras._checks import check_positive_int, check_positive_number
+from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps
+from capsules_keras.losses import MarginLoss, ReconstructionLoss
+from capsules_keras.ops import dynamic_routing
+
+
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class CapsNet(keras.Model):
+    """The CapsNet of Sabour et al. (2017), ready for `compile` and `fit`.
+
+    ```
+    conv      = Conv2D(256, 9, relu)(images)              # (b, 20, 20, 256)
+    u         = PrimaryCaps(32, 8, 9, strides=2)(conv)    # (b, 1152, 8)
+    v         = DigitCaps(10, 16, routing_iterations)(u)  # (b, 10, 16)
+    lengths   = |v|                                       # (b, 10) class scores
+    recon     = decoder(mask(v))                          # (b, 28, 28, 1)
+    loss      = margin(y, lengths) + 0.0005 * sum((images - recon)^2)
+    ```
+
+    (shapes for a 28x28x1 image; every shape is derived from `image_shape`.)
+
+    The decoder (FC 512 ReLU -> 1024 ReLU -> H*W*C sigmoid) sees the digit
+    capsules masked by the TRUE label while training and by the longest
+    capsule otherwise. Because the labels are only known to the loss, the
+    decoder runs inside `compute_loss`, so `fit(x_train, y_train)` works with
+    plain image and integer (or one-hot) label arrays.
+
+    Outputs:
+        - `model.predict(x)`: class probabilities (capsule lengths),
+          `(n, num_classes)`.
+        - `model(x)`: a dict with `"lengths"` and `"capsules"`
+          `(batch_size, num_classes, digit_dim)`.
+        - `model.analyze(x, y=None)`: NumPy dict with the lengths, predicted
+          classes, digit capsules, reconstructions and coupling coefficients.
+
+    Args:
+        image_shape: `(height, width, channels)` of the input images.
+        num_classes: Number of classes, one digit capsule each.
+        routing_iterations: Routing iterations in `DigitCaps`. The paper uses 3.
+        reconstruction_weight: Weight of the per-image sum of squared
+            reconstruction errors in the loss (0.0005 in the paper, i.e.
+            0.392 x the mean squared error for 28x28 images). 0 disables the
+            decoder's contribution to the loss.
+        conv_filters: Filters of the first convolution (256).
+        kernel_size: Kernel size of both convolutions (9).
+        primary_capsules: Capsule types in `PrimaryCaps` (32).
+        primary_dim: Dimension of the primary capsules (8).
+        digit_dim: Dimension of the digit capsules (16).
+        decoder_units: Hidden layer sizes of the decoder ((512, 1024)).
+        **kwargs: Passed to `keras.Model` (e.g. `name`).
+
+    >>> model = CapsNet()
+    >>> model.count_params()
+    8215568
+
+    Reference: Sabour et al. (2017), section 4 and figures 1-2.
+    """
+
+    def __init__(
+        self,
+        image_shape=(28, 28, 1),
+        num_classes=10,
+        routing_iterations=3,
+        reconstruction_weight=0.0005,
+        conv_filters=256,
+        kernel_size=9,
+        primary_capsules=32,
+        primary_dim=8,
+        digit_dim=16,
+        decoder_units=(512, 1024),
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        image_shape = tuple(image_shape)
+        if len(image_shape) != 3 or not all(
+            isinstance(d, int) and d > 0 for d in image_shape
+        ):
+            raise ValueError(
+                "`image_shape` must be (height, width, channels) of positive "
+                f"integers. Received: image_shape={image_shape}"
+            )
+        for name, value in (
+            ("num_classes", num_classes),
+            ("conv_filters", conv_filters),
+            ("kernel_size", kernel_size),
+        ):
+            check_positive_int(name, value)
+        if reconstruction_weight != 0:
+            check_positive_number("reconstruction_weight", reconstruction_weight)
+        decoder_units = tuple(decoder_units)
+        for units in decoder_units:
+            check_positive_int("decoder_units", units)
+        grid = (min(image_shape[:2]) - kernel_size + 1 - kernel_size) // 2 + 1
+        if grid < 1:
+            raise ValueError(
+                f"Images are too small for two {kernel_size}x{kernel_size} "
+                "convolutions (the second with stride 2). "
+                f"Received: image_shape={image_shape}"
+            )
+        self.image_shape = image_shape
+        self.num_classes = num_classes
+        self.routing_iterations = routing_iterations
+        self.reconstruction_weight = reconstruction_weight
+        self.conv_filters = conv_filters
+        self.kernel_size = kernel_size
+        self.primary_capsules = primary_capsules
+        self.primary_dim = primary_dim
+        self.digit_dim = digit_dim
+        self.decoder_units = decoder_units
+
+        self.conv = layers.Conv2D(
+            conv_filters, kernel_size, activation="relu", name="conv"
+        )
+        self.primary_caps = PrimaryCaps(
+            primary_capsules, primary_dim, kernel_size, strides=2, name="primary_caps"
+        )
+        self.digit_caps = DigitCaps(
+            num_classes,
+            digit_dim,
+            routing_iterations=routing_iterations,
+            return_coupling=True,
+            name="digit_caps",
+        )
+        self.length = Length(name="length")
+        self.mask = Mask(name="mask")
+        self.decoder = keras.Sequential(
+            [layers.Dense(units, activation="relu") for units in decoder_units]
+            + [
+                layers.Dense(math.prod(image_shape), activation="sigmoid"),
+                layers.Reshape(image_shape),
+            ],
+            name="decoder",
+        )
+        self.margin_loss = MarginLoss()
+        self.reconstruction_loss = ReconstructionLoss()
+        # Build now: the parameter count is known at once, and the jax backend
+        # needs every variable (the decoder's too) before the first step.
+        self.build((None, *image_shape))
+
+    def build(self, input_shape):
+        if self.built:
+            return
+        conv_shape = self.conv.compute_output_shape(input_shape)
+        self.conv.build(input_shape)
+        self.primary_caps.build(conv_shape)
+        primary_shape = self.primary_caps.compute_output_shape(conv_shape)
+        self.digit_caps.build(primary_shape)
+        self.decoder.build((None, self.num_classes * self.digit_dim))
+        self.built = True
+
+    def call(self, images, training=None):
+        capsules, _ = self.digit_caps(self.primary_caps(self.conv(images)))
+        return {"lengths": self.length(capsules), "capsules": capsules}
+
+    def reconstruct(self, capsules, labels=None):
+        """Decodes capsules masked by `labels`, or by the longest capsule.
+
+        Args:
+            capsules: Digit capsules `(batch_size, num_classes, digit_dim)`.
+            labels: Optional integer or one-hot labels.
+
+        Returns:
+            Images of shape `(batch_size, *image_shape)`.
+        """
+        masked = self.mask(capsules if labels is None else [capsules, labels])
+        return self.decoder(masked)
+
+    def compute_loss(
+        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
+    ):
+        """Margin loss + `reconstruction_weight` x reconstruction loss.
+
+        While training the decoder reconstructs from the capsule of the true
+        label `y`; when evaluating, from the longest capsule.
+        """
+        loss = self.margin_loss(y, y_pred["lengths"], sample_weight)
+        if self.reconstruction_weight:
+            labels = y if training else None
+            reconstructions = self.reconstruct(y_pred["capsules"], labels)
+            loss = loss + self.reconstruction_weight * self.reconstruction_loss(
+                x, reconstructions, sample_weight
+            )
+        for extra in self.losses:  # e.g. kernel regularizers
+            loss = loss + ops.cast(ops.sum(extra), loss.dtype)
+        return loss
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Metrics see the class probabilities (capsule lengths)."""
+        return super().compute_metrics(x, y, y_pred["lengths"], sample_weight)
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+        """Like `keras.Model.compile`; the loss is the model's own.
+
+        Args:
+            optimizer: Optimizer; the paper uses Adam with learning rate 1e-3.
+            loss: Must be None: CapsNet's loss is the margin loss plus the
+                weighted reconstruction loss (see `compute_loss`).
+            metrics: Metrics on the capsule lengths; `["accuracy"]` if None.
+            **kwargs: Passed to `keras.Model.compile` (e.g. `jit_compile`).
+        """
+        if loss is not None:
+            raise ValueError(
+                "CapsNet computes its own loss (margin loss + weighted "
+                "reconstruction loss); do not pass one. "
+                f"Received: loss={loss!r}"
+            )
+        if metrics is None:
+            metrics = ["accuracy"]
+        super().compile(optimizer=optimizer, metrics=metrics, **kwargs)
+
+    def compile_from_config(self, config):
+        """Re-compiles a loaded model (Keras skips a custom `compile`)."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)  # for its saved state
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """Class probabilities (the digit capsules' lengths), `(n, classes)`."""
+        outputs = super().predict(
+            x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
+        )
+        return outputs["lengths"]
+
+    def analyze(self, images, labels=None, batch_size=128, routing_iterations=None):
+        """Everything inside the network for a few images, as NumPy arrays.
+
+        Args:
+            images: `(n, *image_shape)` images.
+            labels: Optional labels; if given, reconstructions use the capsule
+                of the label, otherwise the longest capsule.
+            batch_size: Images per forward pass.
+            routing_iterations: Route with this many iterations instead of the
+                model's own (e.g. 2 shows the couplings after one update).
+
+        Returns:
+            A dict with `lengths` `(n, classes)`, `predictions` `(n,)`,
+            `capsules` `(n, classes, digit_dim)`, `reconstructions`
+            `(n, *image_shape)` and `coupling` `(n, in_capsules, classes)`,
+            the coupling coefficients of the last routing iteration.
+            `in_capsules` are ordered as in `PrimaryCaps`: grid cell
+            `i // primary_capsules` (row by row), type `i % primary_capsules`.
+        """
+        iterations = routing_iterations or self.routing_iterations
+        images = np.asarray(images, dtype="float32")
+        parts = []
+        for start in range(0, len(images), batch_size):
+            batch = images[start : start + batch_size]
+            u = self.primary_caps(self.conv(batch))
+            capsules, coupling = dynamic_routing(
+                self.digit_caps.votes(u), iterations, return_coupling=True
+            )
+            batch_labels = (
+                None if labels is None else labels[start : start + batch_size]
+            )
+            part = {
+                "lengths": self.length(capsules),
+                "capsules": capsules,
+                "reconstructions": self.reconstruct(capsules, batch_labels),
+                "coupling": coupling,
+            }
+            parts.append({k: ops.convert_to_numpy(v) for k, v in part.items()})
+        result = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        result["predictions"] = result["lengths"].argmax(-1)
+        return result
+
+    def get_config(self):
+        config = {
+            "image_shape": self.image_shape,
+            "num_classes": self.num_classes,
+            "routing_iterations": self.routing_iterations,
+            "reconstruction_weight": self.reconstruction_weight,
+            "conv_filters": self.conv_filters,
+            "kernel_size": self.kernel_size,
+            "primary_capsules": self.primary_capsules,
+            "primary_dim": self.primary_dim,
+            "digit_dim": self.digit_dim,
+            "decoder_units": self.decoder_units,
+        }
+        return {**super().get_config(), **config}

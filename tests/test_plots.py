@@ -1,0 +1,35 @@
+"""Every figure function returns a Figure with the expected axes."""
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from capsules_keras import plots
+
+
+def test_confusion_matrix_counts():
+    counts = plots.confusion_matrix([0, 1, 1, 2], [0, 1, 2, 2], num_classes=3)
+    np.testing.assert_array_equal(counts, [[1, 0, 0], [0, 1, 1], [0, 0, 1]])
+
+
+def test_training_curves():
+    history = {"loss": [0.5, 0.3], "accuracy": [0.8, 0.9], "val_accuracy": [0.7, 0.8]}
+    fig = plots.plot_training_curves(history)
+    assert isinstance(fig, Figure)
+    loss_ax, acc_ax = fig.axes
+    assert len(loss_ax.lines) == 1 and len(acc_ax.lines) == 2
+    assert acc_ax.get_ylabel() == "accuracy"
+
+
+def test_reconstructions(tmp_path):
+    images = np.random.default_rng(0).uniform(0, 1, (4, 28, 28, 1))
+    fig = plots.plot_reconstructions(images, images, labels=[1, 2, 3, 4])
+    assert len(fig.axes) == 8
+    assert fig.axes[0].get_title() == "label 1"
+    fig.savefig(tmp_path / "r.png")
+    assert (tmp_path / "r.png").stat().st_size > 1000
+
+
+def test_confusion_matrix_figure():
+    fig = plots.plot_confusion_matrix([0, 1, 2, 2], [0, 1, 2, 1], num_classes=3)
+    assert len(fig.axes) == 2  # matrix and colour bar
+    assert "75.00%" in fig.axes[0].get_title()
