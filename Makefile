@@ -16,6 +16,10 @@ TORCH_SPEC ?= torch==2.13.0
 # Real MNIST subset used by the tests and CI; the package never reads it.
 TEST_MNIST ?= $(abspath ../shared/data/mnist-offline.npz)
 PYTEST_ARGS ?=
+# Notebooks are executed and compared with their stored outputs by nbval.
+NOTEBOOKS := $(wildcard notebooks/*.ipynb)
+NBVAL := $(if $(NOTEBOOKS),--nbval notebooks --nbval-current-env \
+	--nbval-sanitize-with notebooks/sanitize.cfg)
 
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export PYTHONWARNINGS ?= ignore::DeprecationWarning
@@ -44,8 +48,9 @@ test: lint
 	for backend in $(BACKENDS); do \
 		echo "=== tests: KERAS_BACKEND=$$backend ==="; \
 		KERAS_BACKEND=$$backend CAPSULES_KERAS_TEST_MNIST="$(TEST_MNIST)" \
+			CAPSULES_KERAS_MNIST="$(TEST_MNIST)" CAPSULES_KERAS_QUICK=1 \
 			$(BIN)/python -m pytest tests --doctest-modules capsules_keras \
-			$(PYTEST_ARGS) || failed="$$failed $$backend"; \
+			$(NBVAL) $(PYTEST_ARGS) || failed="$$failed $$backend"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "FAILED on:$$failed"; exit 1; fi; \
 	echo "All tests passed on: $(BACKENDS)"

@@ -129,13 +129,16 @@ class CapsNet(keras.Model):
             return_coupling=True,
             name="digit_caps",
         )
-        self.length = Length(name="length")
+        # Under mixed precision the outputs the losses see stay float32.
+        self.length = Length(dtype="float32", name="length")
         self.mask = Mask(name="mask")
         self.decoder = keras.Sequential(
             [layers.Dense(units, activation="relu") for units in decoder_units]
             + [
-                layers.Dense(math.prod(image_shape), activation="sigmoid"),
-                layers.Reshape(image_shape),
+                layers.Dense(
+                    math.prod(image_shape), activation="sigmoid", dtype="float32"
+                ),
+                layers.Reshape(image_shape, dtype="float32"),
             ],
             name="decoder",
         )
@@ -188,8 +191,8 @@ class CapsNet(keras.Model):
             loss = loss + self.reconstruction_weight * self.reconstruction_loss(
                 x, reconstructions, sample_weight
             )
-        for extra in self.losses:  # e.g. kernel regularizers
-            loss = loss + ops.cast(ops.sum(extra), loss.dtype)
+        if self.losses:  # e.g. kernel regularizers, scaled for tf.distribute
+            loss = loss + super().compute_loss(x, y, y_pred, sample_weight, training)
         return loss
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):

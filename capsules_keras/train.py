@@ -22,6 +22,7 @@ import numpy as np
 
 from capsules_keras import plots
 from capsules_keras.data import ShiftedBatches, load_mnist_from
+from capsules_keras.distribution import data_parallel, single_device
 from capsules_keras.models import CapsNet
 
 PRESETS = {
@@ -96,6 +97,36 @@ def build_parser():
         default="auto",
         help="compile the train step (auto: Keras' choice for the backend)",
     )
+    parser.add_argument(
+        "--dtype-policy",
+        choices=("float32", "mixed_float16", "mixed_bfloat16"),
+        default="float32",
+        help="Keras dtype policy; squash norms and routing softmax stay float32",
+    )
+    parser.add_argument(
+        "--distribute",
+        choices=("none", "data-parallel"),
+        default="none",
+        help="data-parallel: all devices, with the backend's own engine "
+        "(jax DataParallel, tf.distribute); --batch-size is the global batch",
+    )
+    parser.add_argument(
+        "--coordinator-address",
+        help="jax multi-host: host:port of process 0 "
+        "(or env KERAS_DISTRIBUTION_JOB_ADDRESSES)",
+    )
+    parser.add_argument(
+        "--num-processes",
+        type=positive_int,
+        help="jax multi-host: number of processes "
+        "(or env KERAS_DISTRIBUTION_NUM_PROCESSES)",
+    )
+    parser.add_argument(
+        "--process-id",
+        type=int,
+        help="jax multi-host: id of this process, 0 .. N-1 "
+        "(or env KERAS_DISTRIBUTION_PROCESS_ID)",
+    )
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2))
     return parser
@@ -110,7 +141,17 @@ def resolve_settings(args):
             settings[key] = value
     for key in ("routing_iterations", "data", "max_train_samples", "max_test_samples"):
         settings[key] = getattr(args, key)
-    settings.update(preset=args.preset, seed=args.seed, jit_compile=args.jit_compile)
+    for key in (
+        "seed",
+        "jit_compile",
+        "dtype_policy",
+        "distribute",
+        "coordinator_address",
+        "num_processes",
+        "process_id",
+    ):
+        settings[key] = getattr(args, key)
+    settings["preset"] = args.preset
     if not 0 < settings["lr_decay"] <= 1:
         raise ValueError(
             f"--lr-decay must be in (0, 1]. Received: {settings['lr_decay']}"
@@ -205,16 +246,52 @@ def describe_devices():
     return ", ".join(keras.distribution.list_devices())
 
 
-def train(settings, run_dir, log=print):
+def parallel_setup(settings):
+    """The data-parallel (or single-device) setup the settings ask for.
+
+    Call it before any other computation: jax sets its devices up once.
+    """
+    if settings["distribute"] == "data-parallel":
+        setup = data_parallel(
+            settings["coordinator_address"],
+            settings["num_processes"],
+            settings["process_id"],
+        )
+    else:
+        setup = single_device()
+    if settings["batch_size"] % setup.num_replicas:
+        raise ValueError(
+            f"The global batch size must be a multiple of the {setup.num_replicas} "
+            f"replicas. Received: batch_size={settings['batch_size']}"
+        )
+    return setup
+
+
+def train(settings, run_dir, setup, log=print):
     """Trains, evaluates and writes every artifact into `run_dir`.
+
+    Args:
+        settings: The resolved settings (see `resolve_settings`).
+        run_dir: Folder for the artifacts.
+        setup: From `parallel_setup(settings)`.
+        log: Where progress lines go.
 
     Returns:
         The metrics dict written to `metrics.json`.
     """
+    keras.config.set_dtype_policy(settings["dtype_policy"])
     keras.utils.set_random_seed(settings["seed"])
     x_train, y_train, x_test, y_test, origin = load_data(settings)
+    batch_size = settings["batch_size"]
     log(f"Backend:   {keras.backend.backend()} (Keras {keras.__version__})")
     log(f"Devices:   {describe_devices()}")
+    log(f"Parallel:  {setup.description}")
+    log(
+        f"Batch:     {batch_size} global = {batch_size // setup.num_replicas} per "
+        f"replica x {setup.num_replicas}; learning rate {settings['learning_rate']} "
+        "(not rescaled: one step equals a single-device step on the global batch)"
+    )
+    log(f"Precision: {settings['dtype_policy']}")
     log(f"Data:      {origin}")
     log(f"Sizes:     {len(x_train):,} training, {len(x_test):,} test digits")
     log(
@@ -223,7 +300,15 @@ def train(settings, run_dir, log=print):
         + f", routing_iterations={settings['routing_iterations']}"
     )
     log(f"Run:       {run_dir}")
+    with setup.scope():
+        metrics = _fit_and_report(
+            settings, run_dir, (x_train, y_train, x_test, y_test), origin, log
+        )
+    return metrics
 
+
+def _fit_and_report(settings, run_dir, arrays, origin, log):
+    x_train, y_train, x_test, y_test = arrays
     batch_size = settings["batch_size"]
     steps_per_epoch = -(-len(x_train) // batch_size)
     model = CapsNet(
@@ -282,6 +367,8 @@ def train(settings, run_dir, log=print):
         "epochs": len(history["loss"]),
         "batch_size": batch_size,
         "augment": settings["augment"],
+        "distribute": settings["distribute"],
+        "dtype_policy": settings["dtype_policy"],
         "train_seconds": train_seconds,
         "images_per_second": len(x_train) * len(history["loss"]) / train_seconds,
         "evaluation_seconds": evaluation_seconds,
@@ -349,15 +436,21 @@ def main(argv=None):
             settings = json.load(f)
         print(f"Resuming {run_dir} from its last finished epoch")
     else:
+        run_dir = None
         try:
             settings = resolve_settings(args)
         except ValueError as error:
-            raise SystemExit(str(error)) from error
+            raise SystemExit(f"error: {error}") from error
+    try:
+        setup = parallel_setup(settings)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from error
+    if run_dir is None:
         run_dir = new_run_dir(args.output_dir, args.preset)
         with open(os.path.join(run_dir, "config.json"), "w") as f:
             json.dump(settings, f, indent=2)
     settings["verbose"] = args.verbose
-    metrics = train(settings, run_dir)
+    metrics = train(settings, run_dir, setup)
     print(summary(metrics, run_dir))
     return 0
 
