@@ -3,6 +3,7 @@
 #   make demo                      train the quick preset, write a report
 #   make test                      lint + unit tests + notebooks, on all backends
 #   make test BACKENDS=jax         one backend, for quick iteration
+#   make bench                     speed and memory against the PyTorch reference
 #   KERAS_BACKEND=torch make demo  any backend
 
 PYTHON ?= python3
@@ -24,7 +25,7 @@ NBVAL := $(if $(NOTEBOOKS),--nbval notebooks --nbval-current-env \
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export PYTHONWARNINGS ?= ignore::DeprecationWarning
 
-.PHONY: install test lint format demo clean-venv
+.PHONY: install test lint format demo bench clean-venv
 
 install: $(VENV)/.installed
 
@@ -33,6 +34,9 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
 	$(BIN)/pip install --quiet -e ".[all,dev]"
+	# The PyTorch reference for benchmarks/ only (never a runtime dependency):
+	# its capsule modules need nothing but torch, so skip its heavy extras.
+	$(BIN)/pip install --quiet --no-deps "labml-nn==0.5.1"
 	touch $@
 
 lint: install
@@ -59,6 +63,10 @@ demo: install
 	$(BIN)/python -c "import keras; from capsules_keras import DigitCaps; \
 	v = DigitCaps(10, 16, routing_iterations=3)(keras.random.normal((32, 100, 8))); \
 	print(keras.backend.backend(), 'DigitCaps output', tuple(v.shape))"
+
+bench: install
+	TEST_MNIST="$(TEST_MNIST)" $(BIN)/python benchmarks/run_all.py \
+		--notes-file benchmarks/NOTES.md
 
 clean-venv:
 	rm -rf $(VENV)

@@ -49,6 +49,17 @@ PRESETS = {
     },
 }
 MAX_SHIFT = 2  # pixels, the paper's augmentation
+
+#: What `--jit-compile auto` means per backend: the faster choice measured by
+#: benchmarks/bench_train.py (see benchmarks/README.md).
+JIT_COMPILE_DEFAULTS = {"jax": True, "tensorflow": False, "torch": False}
+
+
+def default_jit_compile(backend=None):
+    """The measured-faster `jit_compile` setting for `backend` (or the current)."""
+    return JIT_COMPILE_DEFAULTS[backend or keras.backend.backend()]
+
+
 SETTINGS = ("epochs", "batch_size", "learning_rate", "lr_decay", "augment", "validate")
 
 
@@ -95,7 +106,8 @@ def build_parser():
         "--jit-compile",
         choices=("auto", "on", "off"),
         default="auto",
-        help="compile the train step (auto: Keras' choice for the backend)",
+        help="compile the train step (auto: the faster choice measured for the "
+        "backend, see JIT_COMPILE_DEFAULTS)",
     )
     parser.add_argument(
         "--dtype-policy",
@@ -321,7 +333,9 @@ def _fit_and_report(settings, run_dir, arrays, origin, log):
         decay_rate=settings["lr_decay"],
         staircase=True,
     )
-    jit = {"auto": "auto", "on": True, "off": False}[settings["jit_compile"]]
+    jit = {"auto": default_jit_compile(), "on": True, "off": False}[
+        settings["jit_compile"]
+    ]
     model.compile(optimizer=keras.optimizers.Adam(schedule), jit_compile=jit)
     log(f"Model:     CapsNet, {model.count_params():,} parameters")
 

@@ -1,0 +1,169 @@
+"""Training-step throughput and memory: our CapsNet against labml_nn's.
+
+    KERAS_BACKEND=jax python benchmarks/bench_train.py --impl ours
+    python benchmarks/bench_train.py --impl labml
+    KERAS_BACKEND=jax python benchmarks/bench_train.py --impl both   # side by side
+
+Both train the paper's MNIST CapsNet (8.2M parameters) with Adam 1e-3 on the
+same real digits at the same batch size. Ours runs `Model.fit` with the
+command-line trainer's compile defaults for the backend; labml's model (see
+`reference.py`) runs its own eager PyTorch step. Each implementation runs in
+a process of its own, so that its peak memory (resident set size, sampled
+while the timed steps run) is its own; `--impl both` alternates them.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+from common import DEFAULT_MNIST, PeakRSS, machine, write_json  # noqa: E402
+
+
+def load_digits(path, count):
+    with np.load(path) as data:
+        x = data["x_train"][:count].astype("float32")[..., None] / 255.0
+        y = data["y_train"][:count].astype("int32")
+    if len(x) < count:
+        raise ValueError(f"{path} holds {len(x)} digits; {count} are needed")
+    return x, y
+
+
+def run_ours(x, y, batch_size, steps, warmup):
+    import keras
+
+    from capsules_keras import CapsNet
+    from capsules_keras.train import default_jit_compile
+
+    keras.utils.set_random_seed(0)
+    model = CapsNet()
+    jit = default_jit_compile()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=jit)
+    warm = warmup * batch_size
+    model.fit(x[:warm], y[:warm], batch_size=batch_size, shuffle=False, verbose=0)
+    timed_x, timed_y = x[warm:], y[warm:]
+    with PeakRSS() as memory:
+        start = time.perf_counter()
+        model.fit(timed_x, timed_y, batch_size=batch_size, shuffle=False, verbose=0)
+        seconds = time.perf_counter() - start
+    return (
+        {
+            "impl": "ours",
+            "backend": keras.backend.backend(),
+            "jit_compile": jit,
+            "parameters": model.count_params(),
+        },
+        seconds,
+        memory,
+    )
+
+
+def run_labml(x, y, batch_size, steps, warmup):
+    import torch
+    from reference import LabmlMNISTCapsNet, labml_train_step_fn
+
+    torch.manual_seed(0)
+    model = LabmlMNISTCapsNet()
+    model.train()
+    step = labml_train_step_fn(model)
+    # NCHW with standard strides: strides that look channels-last make torch
+    # pick channels-last convolutions, whose outputs labml's .view() rejects.
+    images = torch.tensor(x[..., 0]).unsqueeze(1)
+    labels = torch.tensor(y).long()
+
+    def batches(start, count):
+        for k in range(start, start + count):
+            rows = slice(k * batch_size, (k + 1) * batch_size)
+            yield images[rows], labels[rows]
+
+    for data, target in batches(0, warmup):
+        step(data, target)
+    with PeakRSS() as memory:
+        start = time.perf_counter()
+        for data, target in batches(warmup, steps):
+            step(data, target)
+        seconds = time.perf_counter() - start
+    parameters = sum(p.numel() for p in model.parameters())
+    return (
+        {
+            "impl": "labml",
+            "backend": "torch (labml_nn, eager)",
+            "parameters": parameters,
+        },
+        seconds,
+        memory,
+    )
+
+
+def run(impl, batch_size=100, steps=10, warmup=3, data=DEFAULT_MNIST):
+    x, y = load_digits(data, (warmup + steps) * batch_size)
+    runner = {"ours": run_ours, "labml": run_labml}[impl]
+    result, seconds, memory = runner(x, y, batch_size, steps, warmup)
+    import resource
+
+    result.update(
+        batch_size=batch_size,
+        steps=steps,
+        seconds=seconds,
+        images_per_second=steps * batch_size / seconds,
+        step_ms=1000 * seconds / steps,
+        rss_before_mb=memory.before_mb,
+        rss_peak_mb=memory.peak_mb,
+        rss_increase_mb=memory.increase_mb,
+        max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    )
+    return result
+
+
+def side_by_side(rounds=1, **kwargs):
+    """Alternates labml and ours, each in a fresh process; returns all runs."""
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in kwargs.items()]
+    runs = []
+    for _ in range(rounds):
+        for impl in ("labml", "ours"):
+            output = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--impl", impl, *flags],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if output.returncode:
+                raise RuntimeError(f"{impl} failed:\n{output.stderr[-3000:]}")
+            runs.append(json.loads(output.stdout.strip().splitlines()[-1]))
+    return runs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--impl", choices=("ours", "labml", "both"), default="both")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--data", default=DEFAULT_MNIST)
+    parser.add_argument("--out", default="-", help="JSON file, or - for stdout")
+    args = parser.parse_args(argv)
+    settings = {
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "data": args.data,
+    }
+    if args.impl == "both":
+        results = side_by_side(rounds=args.rounds, **settings)
+        write_json(
+            args.out, {"benchmark": "train", "machine": machine(), "results": results}
+        )
+        return results
+    result = run(args.impl, **settings)
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

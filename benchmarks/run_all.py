@@ -1,0 +1,337 @@
+"""Runs every benchmark on every backend and writes the report.
+
+    python benchmarks/run_all.py          # what `make bench` runs
+
+Writes benchmarks/results.json, benchmarks/README.md (tables with ratios to
+labml_nn, machine details, commands) and benchmarks/results.png.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import machine  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BACKENDS = ("torch", "jax", "tensorflow")
+
+# Targets of the performance issue, as ratios to labml_nn measured side by side.
+ROUTING_TARGET_EVERY = 0.5  # DigitCaps forward+backward, batch 128: time ratio
+ROUTING_TARGET_BEST = 0.25
+TRAIN_TARGET_EVERY = 1.0  # training images/s ratio
+TRAIN_TARGET_BEST = 1.5
+
+
+def _run(script, backend, args):
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    output = subprocess.run(
+        [sys.executable, os.path.join(HERE, script), *args, "--out", "-"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if output.returncode:
+        raise RuntimeError(f"{script} on {backend} failed:\n{output.stderr[-4000:]}")
+    return json.loads(output.stdout.strip().splitlines()[-1])
+
+
+def collect(backends, routing_args, train_args):
+    report = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
+        "routing": [],
+        "train": [],
+    }
+    for backend in backends:
+        report["routing"] += _run("bench_routing.py", backend, routing_args)["results"]
+        report["train"] += [
+            {**run, "paired_with": backend}
+            for run in _run("bench_train.py", backend, ["--impl", "both", *train_args])[
+                "results"
+            ]
+        ]
+    return report
+
+
+def train_pairs(report):
+    """{backend: (ours, labml)} from the side-by-side training runs."""
+    pairs = {}
+    for backend in {run["paired_with"] for run in report["train"]}:
+        runs = [r for r in report["train"] if r["paired_with"] == backend]
+        ours = max(
+            (r for r in runs if r["impl"] == "ours"),
+            key=lambda r: r["images_per_second"],
+        )
+        labml = max(
+            (r for r in runs if r["impl"] == "labml"),
+            key=lambda r: r["images_per_second"],
+        )
+        pairs[backend] = (ours, labml)
+    return pairs
+
+
+def routing_table(report):
+    lines = [
+        "| backend | mode | batch | pass | ours (ms) | labml (ms) | ours / labml |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in report["routing"]:
+        if row["mode"] != "labml":
+            lines.append(
+                f"| {row['backend']} | {row['mode']} | {row['batch']} | {row['pass']} "
+                f"| {row['median_ms']:.0f} | {row['labml_median_ms']:.0f} "
+                f"| {row['ratio_to_labml']:.2f} |"
+            )
+    return "\n".join(lines)
+
+
+def train_table(report):
+    lines = [
+        "| backend | jit_compile | ours (images/s) | labml (images/s) | speed ratio "
+        "| ours step memory (MB) | labml step memory (MB) | memory ratio "
+        "| ours peak RSS (MB) | labml peak RSS (MB) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for backend, (ours, labml) in sorted(train_pairs(report).items()):
+        lines.append(
+            f"| {backend} | {ours['jit_compile']} | {ours['images_per_second']:.1f} "
+            f"| {labml['images_per_second']:.1f} "
+            f"| {ours['images_per_second'] / labml['images_per_second']:.2f} "
+            f"| {ours['rss_increase_mb']:.0f} | {labml['rss_increase_mb']:.0f} "
+            f"| {ours['rss_increase_mb'] / labml['rss_increase_mb']:.2f} "
+            f"| {ours['max_rss_mb']:.0f} | {labml['max_rss_mb']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def best_routing(report, backend, batch=128):
+    """Best (fastest) mode's forward+backward ratio for a backend."""
+    rows = [
+        r
+        for r in report["routing"]
+        if r["backend"] == backend
+        and r["batch"] == batch
+        and r["pass"] == "forward+backward"
+    ]
+    return min(rows, key=lambda r: r["ratio_to_labml"]) if rows else None
+
+
+def targets(report):
+    """Which targets are met, in words."""
+    lines = []
+    routing = {b: best_routing(report, b) for b in BACKENDS}
+    routing = {b: r for b, r in routing.items() if r}
+    if routing:
+        every = all(
+            r["ratio_to_labml"] <= ROUTING_TARGET_EVERY for r in routing.values()
+        )
+        best = min(r["ratio_to_labml"] for r in routing.values())
+        lines.append(
+            f"- DigitCaps forward+backward, batch 128, every backend <= "
+            f"{ROUTING_TARGET_EVERY}x labml: **{'met' if every else 'NOT met'}** ("
+            + ", ".join(
+                f"{b} {r['ratio_to_labml']:.2f}x ({r['mode']})"
+                for b, r in routing.items()
+            )
+            + ")"
+        )
+        lines.append(
+            f"- best backend <= {ROUTING_TARGET_BEST}x: "
+            f"**{'met' if best <= ROUTING_TARGET_BEST else 'NOT met'}** "
+            f"(best {best:.2f}x)"
+        )
+    pairs = train_pairs(report)
+    if pairs:
+        speed = {
+            b: o["images_per_second"] / r["images_per_second"]
+            for b, (o, r) in pairs.items()
+        }
+        memory = {
+            b: o["rss_increase_mb"] / r["rss_increase_mb"]
+            for b, (o, r) in pairs.items()
+        }
+        lines.append(
+            f"- training images/s, every backend >= {TRAIN_TARGET_EVERY}x labml: "
+            f"**{'met' if min(speed.values()) >= TRAIN_TARGET_EVERY else 'NOT met'}**"
+            f"; best >= {TRAIN_TARGET_BEST}x: "
+            f"**{'met' if max(speed.values()) >= TRAIN_TARGET_BEST else 'NOT met'}** ("
+            + ", ".join(f"{b} {v:.2f}x" for b, v in sorted(speed.items()))
+            + ")"
+        )
+        lines.append(
+            "- training-step memory <= labml on every backend: "
+            f"**{'met' if max(memory.values()) <= 1.0 else 'NOT met'}** ("
+            + ", ".join(f"{b} {v:.2f}x" for b, v in sorted(memory.items()))
+            + ")"
+        )
+    return "\n".join(lines)
+
+
+def bar_chart(report, path):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 3.8), layout="constrained")
+    routing_ax, train_ax = fig.subplots(1, 2)
+    labels, values = [], []
+    for row in report["routing"]:
+        if row["batch"] == 128 and row["pass"] == "forward+backward":
+            if row["mode"] == "labml" and "labml" in labels:
+                continue
+            labels.append(
+                "labml"
+                if row["mode"] == "labml"
+                else f"{row['backend']}\n{row['mode']}"
+            )
+            values.append(row["median_ms"])
+    routing_ax.bar(
+        labels, values, color=["gray" if x == "labml" else "C0" for x in labels]
+    )
+    routing_ax.set_ylabel("ms (median)")
+    routing_ax.set_title("Routing layer forward+backward, batch 128")
+    routing_ax.tick_params(axis="x", labelsize=8)
+    pairs = sorted(train_pairs(report).items())
+    names = [b for b, _ in pairs]
+    ours = [o["images_per_second"] for _, (o, _) in pairs]
+    labml = [r["images_per_second"] for _, (_, r) in pairs]
+    positions = range(len(names))
+    train_ax.bar([p - 0.2 for p in positions], ours, 0.4, label="capsules_keras")
+    train_ax.bar(
+        [p + 0.2 for p in positions], labml, 0.4, label="labml_nn (torch)", color="gray"
+    )
+    train_ax.set_xticks(list(positions), names)
+    train_ax.set_ylabel("images / s")
+    train_ax.set_title("Full training step, batch 100")
+    train_ax.legend()
+    fig.savefig(path, dpi=100)
+
+
+README_TEMPLATE = """# Benchmarks: capsules_keras against the PyTorch reference
+
+(The reference is labml_nn's capsule network.)
+
+Generated by `make bench` (`python benchmarks/run_all.py`) on {date}. One run
+on one machine: every ratio compares numbers measured side by side in that
+run (routing: interleaved in one process; training: alternating processes).
+
+Machine: {cpu_model}, {logical_cpus} logical CPUs, {memory_gb} GB RAM,
+Python {python}, Keras {keras}, NumPy {numpy}, torch {torch}
+({torch_threads} threads). No GPU.
+
+## Targets
+
+{targets}
+
+## Routing layer: DigitCaps(10, 16, routing_iterations=3) on 1152 capsules of 8 dims
+
+Ours: the `DigitCaps` layer of the current backend, compiled each way the
+backend allows. labml: `labml_nn.capsule_networks.Router(1152, 10, 8, 16, 3)`
+in eager PyTorch, exactly as published (its softmax runs over the child axis;
+nothing changed). Median of {repeats} interleaved runs after {warmup} warm-ups;
+the loss for the backward pass is `sum(v ** 2)`.
+
+{routing_table}
+
+## Full training step: the paper's MNIST CapsNet, Adam 1e-3, batch {batch}
+
+Ours: `CapsNet` trained with `Model.fit` and the trainer's compile defaults
+(`--jit-compile auto`). labml: its `MNISTCapsuleNetworkModel` rebuilt from its
+published modules (`benchmarks/reference.py`) with its own training step.
+{steps} timed steps after {train_warmup} warm-up steps, on real MNIST digits.
+"Step memory" is the peak resident memory while the timed steps run minus
+the resident memory just before them (what a training step needs); "peak RSS"
+is the whole process, including each framework's own footprint (Keras on
+torch also imports jax and TensorFlow here).
+
+{train_table}
+
+![results](results.png)
+
+## Reproduce
+
+```bash
+make bench                         # all backends, writes this file
+KERAS_BACKEND=jax python benchmarks/bench_routing.py
+KERAS_BACKEND=jax python benchmarks/bench_train.py --impl both
+```
+{notes}"""
+
+
+def write_report(report, folder, notes=""):
+    with open(os.path.join(folder, "results.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    bar_chart(report, os.path.join(folder, "results.png"))
+    train = report["train"][0] if report["train"] else {}
+    text = README_TEMPLATE.format(
+        date=report["date"],
+        targets=targets(report),
+        routing_table=routing_table(report),
+        train_table=train_table(report),
+        repeats=report.get("routing_repeats", "?"),
+        warmup=report.get("routing_warmup", "?"),
+        batch=train.get("batch_size", "?"),
+        steps=train.get("steps", "?"),
+        train_warmup=report.get("train_warmup", "?"),
+        notes=notes,
+        **report["machine"],
+    )
+    with open(os.path.join(folder, "README.md"), "w") as f:
+        f.write(text)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", nargs="+", default=list(BACKENDS))
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--in-capsules", type=int, default=1152)
+    parser.add_argument("--train-steps", type=int, default=10)
+    parser.add_argument("--train-warmup", type=int, default=3)
+    parser.add_argument("--train-batch-size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--output-dir", default=HERE)
+    parser.add_argument(
+        "--notes-file", help="Markdown appended to the README (analysis, profiles)"
+    )
+    args = parser.parse_args(argv)
+    routing_args = [
+        "--batch-sizes",
+        *map(str, args.batch_sizes),
+        "--in-capsules",
+        str(args.in_capsules),
+        "--repeats",
+        str(args.repeats),
+        "--warmup",
+        str(args.warmup),
+    ]
+    train_args = [
+        "--steps",
+        str(args.train_steps),
+        "--warmup",
+        str(args.train_warmup),
+        "--batch-size",
+        str(args.train_batch_size),
+        "--rounds",
+        str(args.rounds),
+    ]
+    report = collect(args.backends, routing_args, train_args)
+    report.update(
+        routing_repeats=args.repeats,
+        routing_warmup=args.warmup,
+        train_warmup=args.train_warmup,
+    )
+    notes = ""
+    if args.notes_file:
+        with open(args.notes_file) as f:
+            notes = "\n" + f.read()
+    write_report(report, args.output_dir, notes)
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""The benchmarks run at a tiny size, so that they cannot rot.
+
+Speed is never asserted here: `make bench` measures it (benchmarks/README.md).
+"""
+
+import os
+import sys
+
+import keras
+import pytest
+from conftest import REPO_ROOT
+
+sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
+
+import bench_routing  # noqa: E402
+import bench_train  # noqa: E402
+import run_all  # noqa: E402
+
+
+def test_routing_benchmark_tiny():
+    results = bench_routing.run([2], in_caps=16, repeats=1, warmup=1)
+    modes = {r["mode"] for r in results}
+    assert "labml" in modes and len(modes) >= 2
+    for row in results:
+        assert row["median_ms"] > 0 and row["ratio_to_labml"] > 0
+        assert row["pass"] in ("forward", "forward+backward")
+
+
+@pytest.mark.parametrize("impl", ["ours", "labml"])
+def test_train_benchmark_tiny(impl, mnist_path):
+    result = bench_train.run(impl, batch_size=2, steps=1, warmup=1, data=mnist_path)
+    assert result["parameters"] == 8_215_568
+    assert result["images_per_second"] > 0 and result["rss_peak_mb"] > 0
+    if impl == "ours":
+        assert result["backend"] == keras.backend.backend()
+
+
+def test_report_from_tiny_results(tmp_path, mnist_path):
+    routing = bench_routing.run([128], in_caps=4, repeats=1, warmup=1)
+    train = [
+        {**bench_train.run(impl, 2, 1, 1, mnist_path), "paired_with": "x"}
+        for impl in ("labml", "ours")
+    ]
+    report = {
+        "date": "today",
+        "machine": run_all.machine(),
+        "routing": routing,
+        "train": train,
+    }
+    run_all.write_report(report, str(tmp_path), notes="notes")
+    text = (tmp_path / "README.md").read_text()
+    assert "| x |" in text and "ours / labml" in text and "notes" in text
+    assert (tmp_path / "results.png").stat().st_size > 1000
+    assert (tmp_path / "results.json").exists()
