@@ -220,8 +220,14 @@ class CapsNet(keras.Model):
         super().compile(optimizer=optimizer, metrics=metrics, **kwargs)
 
     def compile_from_config(self, config):
-        """Re-compiles a loaded model (Keras skips a custom `compile`)."""
-        self.compile(**keras.saving.deserialize_keras_object(config))
+        """Re-compiles a loaded model (Keras skips a custom `compile`).
+
+        `jit_compile` is reset to `"auto"`: the saved value is the choice of the
+        backend that saved the model (e.g. True on jax), and forcing it on
+        another backend can be slow (torch.compile on torch).
+        """
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**{**config, "jit_compile": "auto"})
         if self.built:
             self.optimizer.build(self.trainable_variables)  # for its saved state
 
@@ -288,3 +294,59 @@ class CapsNet(keras.Model):
             "decoder_units": self.decoder_units,
         }
         return {**super().get_config(), **config}
+
+
+def baseline_cnn(image_shape=(28, 28, 1), num_classes=10, dropout_rate=0.5):
+    """A plain CNN with CapsNet's parameter budget, for side-by-side tests.
+
+    ```
+    Conv2D(128, 5, same, relu) -> MaxPool(2)    # (b, 14, 14, 128)
+    Conv2D(128, 5, same, relu) -> MaxPool(2)    # (b, 7, 7, 128)
+    Conv2D(128, 5, same, relu) -> Flatten       # (b, 6272)
+    Dense(1143, relu) -> Dense(192, relu)       # (b, 192)
+    Dropout(dropout_rate) -> Dense(10, softmax) # (b, 10) class probabilities
+    ```
+
+    Shaped like the paper's baseline (three 5x5 convolutions, two fully
+    connected layers, dropout before the softmax), which has 256, 256 and 128
+    channels, no pooling and 35.4M parameters. Here 2x2 max-pooling follows
+    the first two convolutions and every convolution has 128 channels, which
+    makes it about 3.5 times cheaper to run than CapsNet on a CPU; the first
+    fully connected layer (1143 units; the paper's: 328) brings the total to
+    8,214,401 parameters for 28x28x1 images, within 0.02% of CapsNet's
+    8,215,568.
+
+    Args:
+        image_shape: `(height, width, channels)` of the input images.
+        num_classes: Number of classes.
+        dropout_rate: Dropout before the last layer (0 disables it).
+
+    Returns:
+        An uncompiled functional `keras.Model` from images to class
+        probabilities; compile it with e.g.
+        `loss="sparse_categorical_crossentropy", metrics=["accuracy"]`.
+
+    >>> baseline_cnn().count_params()
+    8214401
+
+    Reference: Sabour et al. (2017), section 5 (the baseline) and section 5.2
+    (affNIST: a CNN "with a similar number of parameters").
+    """
+    check_positive_int("num_classes", num_classes)
+    if not 0 <= dropout_rate < 1:
+        raise ValueError(
+            f"`dropout_rate` must be in [0, 1). Received: dropout_rate={dropout_rate}"
+        )
+    images = keras.Input(tuple(image_shape), name="images")
+    x = images
+    for k in (1, 2, 3):
+        conv = layers.Conv2D(128, 5, padding="same", activation="relu", name=f"conv{k}")
+        x = conv(x)
+        if k < 3:
+            x = layers.MaxPooling2D(2, name=f"pool{k}")(x)
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dense(1143, activation="relu", name="fc1")(x)
+    x = layers.Dense(192, activation="relu", name="fc2")(x)
+    x = layers.Dropout(dropout_rate, name="dropout")(x)
+    probabilities = layers.Dense(num_classes, activation="softmax", name="softmax")(x)
+    return keras.Model(images, probabilities, name="baseline_cnn")

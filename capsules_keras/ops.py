@@ -128,26 +128,37 @@ def dynamic_routing(
             "`u_hat` must have rank 4: (batch_size, in_capsules, out_capsules, "
             f"out_dim). Received: u_hat.shape={tuple(u_hat.shape)}"
         )
+    num_parents = u_hat.shape[2]
     routing_votes = ops.stop_gradient(u_hat) if stop_gradient_votes else u_hat
-    # The logits accumulate agreements over iterations; keep them in float32
-    # even when the votes are float16/bfloat16, so the softmax stays accurate.
-    logits = ops.zeros_like(u_hat[..., 0], dtype="float32")  # (b, i, j)
+    # The logits b_ij start at zero, so the first coupling is uniform,
+    # c_ij = 1 / num_parents, and needs no softmax. Later logits accumulate
+    # agreements; they stay float32 even for float16/bfloat16 votes, so the
+    # softmax stays accurate.
+    logits = None
+    c = None
     for r in range(iterations):
         last = r == iterations - 1
         votes = u_hat if last else routing_votes
-        # c_ij = exp(b_ij) / sum_k exp(b_ik): softmax over the PARENT axis j.
-        c = ops.softmax(logits, axis=-1)  # (b, i, j)
-        # s_j = sum_i c_ij u_hat_j|i
-        s = ops.einsum("bij,bijm->bjm", ops.cast(c, votes.dtype), votes)  # (b, j, m)
+        if logits is None:
+            # s_j = sum_i u_hat_j|i / num_parents (c_ij = 1 / num_parents)
+            s = ops.sum(votes, axis=1) / num_parents  # (b, j, m)
+        else:
+            # c_ij = exp(b_ij) / sum_k exp(b_ik): softmax over the PARENT axis j.
+            c = ops.softmax(logits, axis=-1)  # (b, i, j)
+            # s_j = sum_i c_ij u_hat_j|i
+            s = ops.einsum("bij,bijm->bjm", ops.cast(c, votes.dtype), votes)
         # v_j = squash(s_j)
         v = squash(s)  # (b, j, m)
         if not last:
             # b_ij <- b_ij + u_hat_j|i . v_j
             agreement = ops.einsum("bjm,bijm->bij", v, votes)  # (b, i, j)
-            logits = logits + ops.cast(agreement, "float32")
-    if return_coupling:
-        return v, c
-    return v
+            agreement = ops.cast(agreement, "float32")
+            logits = agreement if logits is None else logits + agreement
+    if not return_coupling:
+        return v
+    if c is None:  # a single iteration: the uniform coupling
+        c = ops.full_like(u_hat[..., 0], 1.0 / num_parents, dtype="float32")
+    return v, c
 
 
 def conv2d_patches(x, kernel, strides=1, padding="valid"):

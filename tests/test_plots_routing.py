@@ -1,0 +1,83 @@
+"""The figures of notebooks 01 and 04 return Figures with the expected axes."""
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from capsules_keras import plots
+
+
+def test_squash_figure():
+    lengths = np.linspace(0, 5, 51)
+    fig = plots.plot_squash(lengths, lengths**2 / (1 + lengths**2))
+    assert isinstance(fig, Figure)
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "input length |s|"
+    assert ax.get_ylabel() == "output length |v|"
+    assert len(ax.lines) == 3  # the squash, |s|^2 and the limit 1
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), lengths**2 / (1 + lengths**2))
+
+
+def test_routing_toy_figure(tmp_path):
+    rng = np.random.default_rng(0)
+    votes = rng.normal(size=(6, 2, 2))  # (i, j, m)
+    parents = rng.normal(size=(3, 2, 2)) * 0.3  # (r, j, m)
+    couplings = rng.dirichlet(np.ones(2), size=(3, 6))  # (r, i, j)
+    fig = plots.plot_routing_toy(votes, parents, couplings, outliers=(4, 5))
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 3  # one per parent + the couplings
+    assert fig.axes[0].get_title() == "votes for parent 0"
+    coupling_ax = fig.axes[-1]
+    assert len(coupling_ax.lines) == 6  # one line per child
+    np.testing.assert_allclose(coupling_ax.lines[4].get_ydata(), couplings[:, 4, 0])
+    assert coupling_ax.lines[4].get_linestyle() == "--"  # outliers are dashed
+    fig.savefig(tmp_path / "toy.png")
+    assert (tmp_path / "toy.png").stat().st_size > 1000
+
+
+def test_routing_iterations_figure():
+    iterations = range(1, 5)
+    single = [0.1, 0.2, 0.3, 0.4]
+    two = np.array([[0.1, 0.1], [0.1, 0.2], [0.1, 0.3], [0.1, 0.4]])
+    fig = plots.plot_routing_iterations(
+        iterations, {"max c": two, "agreement": two}, series=["a", "b"]
+    )
+    assert len(fig.axes) == 2
+    assert [len(ax.lines) for ax in fig.axes] == [2, 2]
+    assert fig.axes[1].get_ylabel() == "agreement"
+    fig = plots.plot_routing_iterations(iterations, {"agreement": single})
+    (ax,) = fig.axes
+    assert len(ax.lines) == 1 and ax.get_legend() is None
+
+
+def test_pca_2d():
+    rng = np.random.default_rng(0)
+    # Variance mostly along the first axis, then the second.
+    features = rng.normal(size=(200, 5)) * np.array([10.0, 3.0, 0.1, 0.1, 0.1])
+    projected, explained = plots.pca_2d(features)
+    assert projected.shape == (200, 2)
+    np.testing.assert_allclose(projected.mean(axis=0), 0.0, atol=1e-9)
+    assert explained[0] > explained[1] > 0 and explained.sum() > 0.99
+    first = np.abs(np.corrcoef(projected[:, 0], features[:, 0])[0, 1])
+    assert first > 0.99
+
+
+def test_capsule_pca_figure():
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(3), 20)
+    features = rng.normal(size=(60, 8)) + labels[:, None]
+    fig = plots.plot_capsule_pca(features, labels)
+    (ax,) = fig.axes
+    assert len(ax.collections) == 3  # one scatter per class
+    assert ax.get_xlabel().startswith("PC 1")
+
+
+def test_nearest_neighbours_figure():
+    rng = np.random.default_rng(0)
+    queries = rng.uniform(size=(2, 14, 14, 1))
+    neighbours = rng.uniform(size=(2, 3, 14, 14, 1))
+    fig = plots.plot_nearest_neighbours(
+        queries, neighbours, query_labels=[4, 7], labels=[[4, 4, 9], [7, 1, 7]]
+    )
+    assert len(fig.axes) == 2 * 4
+    assert fig.axes[0].get_title() == "query 4"
+    assert fig.axes[6].get_title() == "1"  # second query's second neighbour
