@@ -11,10 +11,11 @@ from capsules_keras._checks import check_positive_int, check_positive_number, ch
 from capsules_keras.ops import (
     EPSILON,
     conv2d_patches,
-    dynamic_routing,
     labels_to_one_hot,
+    route_votes,
     safe_norm,
     squash,
+    vote_layout,
 )
 
 register = keras.saving.register_keras_serializable(package="capsules_keras")
@@ -327,11 +328,17 @@ class DigitCaps(layers.Layer):
         return ops.einsum("ijnm,bin->bijm", self.kernel, inputs)  # (b, i, j, m)
 
     def call(self, inputs):
-        return dynamic_routing(
-            self.votes(inputs),
-            iterations=self.routing_iterations,
-            stop_gradient_votes=self.stop_gradient_votes,
-            return_coupling=self.return_coupling,
+        self._input_capsules(inputs.shape)
+        # The votes go straight into the memory layout that routes fastest on
+        # this backend (see capsules_keras.ops.vote_layout); `votes()` gives
+        # them in the paper's (b, i, j, m) order.
+        layout = vote_layout()
+        return route_votes(
+            layout.votes(self.kernel, inputs),
+            layout,
+            self.routing_iterations,
+            self.stop_gradient_votes,
+            self.return_coupling,
         )
 
     def compute_output_shape(self, input_shape):

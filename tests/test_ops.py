@@ -7,6 +7,7 @@ import pytest
 from conftest import gradient
 from keras import ops
 
+import capsules_keras.ops as cops
 from capsules_keras import dynamic_routing, safe_norm, squash
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
@@ -149,3 +150,26 @@ def test_reduced_precision_routing_is_finite_and_close(dtype):
     low = ops.convert_to_numpy(ops.cast(low, "float32"))
     v_ref, _ = ref.routing(u_hat, 3)
     np.testing.assert_allclose(low, v_ref, atol=3e-2)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [cops._BATCHED_MATMUL, cops._EINSUM, cops._ELEMENTWISE],
+    ids=["batched_matmul", "einsum", "elementwise"],
+)
+@pytest.mark.parametrize("iterations", [1, 3])
+def test_every_vote_layout_matches_reference(layout, iterations):
+    """All layouts, not only the one this backend picks, route alike."""
+    rng = np.random.default_rng(9)
+    kernel = (0.3 * rng.standard_normal((7, 4, 3, 5))).astype("float32")
+    u = rng.standard_normal((2, 7, 3)).astype("float32")
+    votes = layout.votes(kernel, u)
+    u_hat = ref.votes(kernel.astype("float64"), u.astype("float64"))
+    inverse = [layout.permutation.index(axis) for axis in range(4)]
+    np.testing.assert_allclose(
+        np.transpose(ops.convert_to_numpy(votes), inverse), u_hat, **TOLERANCE
+    )
+    v, c = cops.route_votes(votes, layout, iterations, False, True)
+    v_ref, c_ref = ref.routing(u_hat, iterations)
+    np.testing.assert_allclose(ops.convert_to_numpy(v), v_ref, **TOLERANCE)
+    np.testing.assert_allclose(ops.convert_to_numpy(c), c_ref, **TOLERANCE)
