@@ -156,6 +156,9 @@ class CapsNet(keras.Model):
         self.primary_caps.build(conv_shape)
         primary_shape = self.primary_caps.compute_output_shape(conv_shape)
         self.digit_caps.build(primary_shape)
+        capsules_shape = (None, self.num_classes, self.digit_dim)
+        self.length.build(capsules_shape)
+        self.mask.build(capsules_shape)
         self.decoder.build((None, self.num_classes * self.digit_dim))
         self.built = True
 

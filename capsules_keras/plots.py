@@ -28,13 +28,15 @@ def _image(ax, image, title=None):
         ax.set_title(title, fontsize=8)
 
 
-def plot_training_curves(history):
+def plot_training_curves(history, validation_label="validation"):
     """Loss and accuracy per epoch, with validation curves when present.
 
     Args:
         history: A dict of per-epoch lists (`History.history`, or the columns
             of `history.csv`) with `loss` and optionally `accuracy`,
             `val_loss`, `val_accuracy`.
+        validation_label: Legend of the `val_` curves, e.g. "test" when the
+            validation data are the test set.
 
     Returns:
         A Figure with one axis for the loss and one for the accuracy.
@@ -45,7 +47,7 @@ def plot_training_curves(history):
     for ax, key, label in ((loss_ax, "loss", "loss"), (acc_ax, "accuracy", "accuracy")):
         for prefix, style in (("", "-o"), ("val_", "--s")):
             if prefix + key in history:
-                name = "test" if prefix else "train"
+                name = validation_label if prefix else "train"
                 ax.plot(epochs, history[prefix + key], style, label=name, markersize=3)
         ax.set_xlabel("epoch")
         ax.set_ylabel(label)
@@ -111,4 +113,485 @@ def plot_confusion_matrix(y_true, y_pred, num_classes=10):
     accuracy = np.trace(counts) / max(counts.sum(), 1)
     ax.set_title(f"Confusion matrix (accuracy {accuracy:.2%})")
     fig.colorbar(shown, ax=ax, label="log(1 + count)")
+    return fig
+
+
+# --- Figures of notebooks 01 and 04 ---
+
+
+def plot_squash(input_lengths, output_lengths):
+    """Output length of the squash against the input length.
+
+    Args:
+        input_lengths: `|s|` for a range of inputs, shape `(n,)`.
+        output_lengths: `|squash(s)|` for the same inputs, shape `(n,)`.
+
+    Returns:
+        A Figure with one axis: the squash curve, its limit 1, and `|s|^2`
+        (what the squash is close to for short vectors).
+    """
+    input_lengths = np.asarray(input_lengths, dtype=float)
+    output_lengths = np.asarray(output_lengths, dtype=float)
+    fig = Figure(figsize=(5, 3.2), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(input_lengths, output_lengths, label="|squash(s)|")
+    short = input_lengths <= 1.0
+    ax.plot(
+        input_lengths[short],
+        input_lengths[short] ** 2,
+        ":",
+        color="gray",
+        label="|s|² (short vectors)",
+    )
+    ax.axhline(1.0, linestyle="--", color="black", linewidth=0.8, label="limit 1")
+    ax.set_xlabel("input length |s|")
+    ax.set_ylabel("output length |v|")
+    ax.set_ylim(0, 1.1)
+    ax.set_xlim(0, input_lengths.max())
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title("Squash: short vectors shrink, long ones approach length 1")
+    return fig
+
+
+def plot_routing_toy(votes, parents, couplings, focus_parent=0, outliers=()):
+    """Votes of 2-D child capsules and the parents routing makes of them.
+
+    Args:
+        votes: `u_hat[i, j, :]`, the 2-D vote of child `i` for parent `j`,
+            shape `(in_capsules, out_capsules, 2)`.
+        parents: `v[r, j, :]`, parent `j` after iteration `r + 1`, shape
+            `(iterations, out_capsules, 2)`.
+        couplings: `c[r, i, j]`, the coupling coefficients used in iteration
+            `r + 1`, shape `(iterations, in_capsules, out_capsules)`.
+        focus_parent: The parent whose coupling coefficients the last panel
+            follows over the iterations.
+        outliers: Indices of children drawn with dashed lines.
+
+    Returns:
+        A Figure with one axis per parent (the votes, drawn as strongly as
+        their final coupling, and the parent after every iteration) and a last
+        axis with `c[:, i, focus_parent]` against the iteration.
+    """
+    votes = np.asarray(votes, dtype=float)
+    parents = np.asarray(parents, dtype=float)
+    couplings = np.asarray(couplings, dtype=float)
+    num_iterations, num_children, num_parents = couplings.shape
+    colors = [f"C{i % 10}" for i in range(num_children)]
+    fig = Figure(figsize=(3.4 * (num_parents + 1), 3.4), layout="constrained")
+    axes = fig.subplots(1, num_parents + 1, squeeze=False)[0]
+    reach = max(np.abs(votes).max(), 1.0) * 1.15
+    circle = np.linspace(0, 2 * np.pi, 200)
+    for j, ax in enumerate(axes[:num_parents]):
+        ax.plot(np.cos(circle), np.sin(circle), ":", color="gray", linewidth=0.8)
+        for i in range(num_children):
+            strength = couplings[-1, i, j]
+            ax.annotate(
+                "",
+                xy=votes[i, j],
+                xytext=(0, 0),
+                arrowprops={
+                    "arrowstyle": "->",
+                    "color": colors[i],
+                    "alpha": 0.2 + 0.8 * strength,
+                    "linestyle": "--" if i in outliers else "-",
+                    "linewidth": 0.5 + 2 * strength,
+                },
+            )
+            ax.text(*(votes[i, j] * 1.08), str(i), color=colors[i], fontsize=8)
+        ax.plot(
+            [0, parents[-1, j, 0]],
+            [0, parents[-1, j, 1]],
+            color="black",
+            linewidth=1.5,
+            zorder=4,
+        )
+        ax.plot(
+            parents[:, j, 0],
+            parents[:, j, 1],
+            "-",
+            color="black",
+            linewidth=1,
+            zorder=4,
+        )
+        for r in range(num_iterations):
+            shade = 0.7 * (1 - (r + 1) / num_iterations)
+            ax.plot(
+                *parents[r, j],
+                "o",
+                color=(shade, shade, shade),
+                markeredgecolor="white",
+                markersize=7,
+                zorder=5,
+                label=f"v_{j} after r={r + 1}",
+            )
+        ax.set_xlim(-reach, reach)
+        ax.set_ylim(-reach, reach)
+        ax.set_aspect("equal")
+        ax.grid(alpha=0.3)
+        ax.set_title(f"votes for parent {j}")
+        ax.legend(loc="lower left", fontsize=7)
+    ax = axes[-1]
+    steps = np.arange(1, num_iterations + 1)
+    for i in range(num_children):
+        ax.plot(
+            steps,
+            couplings[:, i, focus_parent],
+            "--o" if i in outliers else "-o",
+            color=colors[i],
+            markersize=3,
+            label=f"child {i}",
+        )
+    ax.set_xticks(steps)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("routing iteration r")
+    ax.set_ylabel(f"coupling to parent {focus_parent}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("coupling coefficients")
+    return fig
+
+
+def plot_routing_iterations(iterations, metrics, series=None):
+    """Summaries of routing against the number of routing iterations.
+
+    Args:
+        iterations: The iteration counts, shape `(n,)`.
+        metrics: A dict from an axis label to its values, shape `(n,)`, or
+            `(n, k)` for `k` series drawn on the same axis.
+        series: Optional names of the `k` series, for the legend.
+
+    Returns:
+        A Figure with one axis per metric.
+    """
+    iterations = list(iterations)
+    fig = Figure(figsize=(3.8 * len(metrics), 3), layout="constrained")
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    for ax, (label, values) in zip(axes, metrics.items(), strict=True):
+        values = np.asarray(values, dtype=float).reshape(len(iterations), -1)
+        for k in range(values.shape[1]):
+            name = None if series is None else series[k]
+            ax.plot(iterations, values[:, k], "-o", markersize=4, label=name)
+        ax.set_xticks(iterations)
+        ax.set_xlabel("routing iterations")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        if series is not None:
+            ax.legend(fontsize=7)
+    return fig
+
+
+def pca_2d(features):
+    """Projects rows onto their first two principal components (NumPy SVD).
+
+    Args:
+        features: `(n, d)` array, `n >= 2`, `d >= 2`.
+
+    Returns:
+        `(projected, explained)`: the `(n, 2)` coordinates and the fraction of
+        the variance each of the two components explains.
+    """
+    features = np.asarray(features, dtype=float)
+    centered = features - features.mean(axis=0)
+    _, singular, components = np.linalg.svd(centered, full_matrices=False)
+    variance = singular**2
+    explained = variance[:2] / max(variance.sum(), np.finfo(float).tiny)
+    return centered @ components[:2].T, explained
+
+
+def plot_capsule_pca(features, labels):
+    """2-D PCA projection of capsule features, coloured by class.
+
+    Args:
+        features: `(n, d)` features, e.g. flattened digit capsules.
+        labels: `(n,)` integer classes.
+
+    Returns:
+        A Figure with one axis.
+    """
+    labels = np.asarray(labels, dtype=int)
+    projected, explained = pca_2d(features)
+    fig = Figure(figsize=(5.5, 4.5), layout="constrained")
+    ax = fig.subplots()
+    for label in np.unique(labels):
+        rows = labels == label
+        ax.scatter(*projected[rows].T, s=6, color=f"C{label % 10}", label=str(label))
+    ax.set_xlabel(f"PC 1 ({explained[0]:.0%} of the variance)")
+    ax.set_ylabel(f"PC 2 ({explained[1]:.0%} of the variance)")
+    ax.legend(title="class", fontsize=7, markerscale=2, loc="best")
+    ax.set_title("Capsule features, PCA projection")
+    return fig
+
+
+def plot_nearest_neighbours(queries, neighbours, query_labels=None, labels=None):
+    """Query images (first column) next to their nearest neighbours.
+
+    Args:
+        queries: `(q, height, width, channels)` images.
+        neighbours: `(q, k, height, width, channels)`: the `k` neighbours of
+            each query, nearest first.
+        query_labels: Optional `(q,)` labels shown above the queries.
+        labels: Optional `(q, k)` labels shown above the neighbours.
+
+    Returns:
+        A Figure with `q * (k + 1)` image axes.
+    """
+    num_queries, k = np.shape(neighbours)[:2]
+    fig = Figure(figsize=(0.9 * (k + 1), 1.0 * num_queries), layout="constrained")
+    axes = fig.subplots(num_queries, k + 1, squeeze=False)
+    for q in range(num_queries):
+        title = None if query_labels is None else f"query {query_labels[q]}"
+        _image(axes[q, 0], queries[q], title)
+        for n in range(k):
+            _image(
+                axes[q, n + 1],
+                neighbours[q][n],
+                None if labels is None else str(labels[q][n]),
+            )
+    return fig
+
+
+# --- Figures of notebooks 02 and 03 ---
+
+
+def plot_digit_grid(images, titles=None, columns=10):
+    """Images in a grid, row by row, with optional titles.
+
+    Args:
+        images: `(n, height, width, channels)` images in [0, 1].
+        titles: Optional `n` strings, shown above the images.
+        columns: Images per row.
+
+    Returns:
+        A Figure with one axis per image.
+    """
+    n = len(images)
+    if n == 0:
+        raise ValueError("plot_digit_grid needs at least one image. Received: 0")
+    columns = min(columns, n)
+    rows = -(-n // columns)
+    fig = Figure(figsize=(1.0 * columns, 1.15 * rows), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    for k, ax in enumerate(axes):
+        if k < n:
+            _image(ax, images[k], None if titles is None else titles[k])
+        else:
+            ax.remove()
+    return fig
+
+
+def plot_mistakes(images, labels, lengths, margins=(0.9, 0.1)):
+    """Misclassified digits above bar charts of their capsule lengths.
+
+    Args:
+        images: `(n, height, width, channels)` digits.
+        labels: Their true labels `(n,)`.
+        lengths: Their digit capsule lengths `(n, num_classes)`; the longest
+            capsule is the prediction.
+        margins: Lengths drawn as dotted lines: the margin loss's `m+` and
+            `m-`.
+
+    Returns:
+        A Figure with `2 * n` axes: the digits (titled with the true and the
+        predicted class) above their capsule lengths, the true class's bar
+        green and the predicted class's red.
+    """
+    lengths = np.asarray(lengths, dtype=float)
+    n, num_classes = lengths.shape
+    if n == 0:
+        raise ValueError("plot_mistakes needs at least one image. Received: 0")
+    predictions = lengths.argmax(-1)
+    fig = Figure(figsize=(1.5 * max(n, 3), 3.2), layout="constrained")
+    axes = fig.subplots(2, n, squeeze=False, height_ratios=(1.2, 1))
+    for k in range(n):
+        true, predicted = int(labels[k]), int(predictions[k])
+        _image(axes[0, k], images[k], f"true {true}, pred {predicted}")
+        colors = ["0.7"] * num_classes
+        colors[true] = "tab:green"
+        colors[predicted] = "tab:red"
+        ax = axes[1, k]
+        ax.bar(np.arange(num_classes), lengths[k], color=colors)
+        for margin in margins:
+            ax.axhline(margin, linestyle=":", color="black", linewidth=0.8)
+        ax.set_ylim(0, 1)
+        ax.set_xticks(np.arange(num_classes))
+        ax.tick_params(labelsize=6)
+        if k:
+            ax.set_yticklabels([])
+    axes[1, 0].set_ylabel("capsule length")
+    fig.suptitle("Most confident mistakes (green: true class, red: predicted)")
+    return fig
+
+
+def plot_class_reconstructions(images, reconstructions, labels=None):
+    """Each digit next to its reconstruction from every class's capsule.
+
+    Args:
+        images: `(n, height, width, channels)` digits.
+        reconstructions: `(n, num_classes, height, width, channels)`: digit
+            `k` decoded from the capsule of class `j` (all others masked).
+        labels: Optional true labels `(n,)`; their column is framed in green.
+
+    Returns:
+        A Figure with `n * (1 + num_classes)` axes: one row per digit, the
+        input first.
+    """
+    reconstructions = np.asarray(reconstructions)
+    n, num_classes = reconstructions.shape[:2]
+    fig = Figure(
+        figsize=(0.75 * (num_classes + 1), 0.8 * n + 0.3), layout="constrained"
+    )
+    axes = fig.subplots(n, num_classes + 1, squeeze=False)
+    for k in range(n):
+        _image(axes[k, 0], images[k], "input" if k == 0 else None)
+        for j in range(num_classes):
+            ax = axes[k, j + 1]
+            _image(ax, reconstructions[k, j], f"as {j}" if k == 0 else None)
+            if labels is not None and int(labels[k]) == j:
+                for spine in ax.spines.values():
+                    spine.set_color("tab:green")
+                    spine.set_linewidth(2.5)
+    return fig
+
+
+def plot_dimension_perturbations(reconstructions, deltas, titles=None):
+    """Decoded digits as single capsule dimensions are nudged (paper, Fig. 4).
+
+    Args:
+        reconstructions: `(n, dims, steps, height, width, channels)` (or
+            without the leading `n` for one digit): row `d`, column `s` is
+            decoded from the winning capsule with `deltas[s]` added to its
+            dimension `d`.
+        deltas: The `steps` amounts added.
+        titles: Optional `n` titles, one per digit.
+
+    Returns:
+        A Figure with one axis per digit, each a `dims x steps` mosaic.
+    """
+    reconstructions = np.asarray(reconstructions, dtype=float)
+    if reconstructions.ndim == 5:
+        reconstructions = reconstructions[None]
+    n, dims, steps, height, width = reconstructions.shape[:5]
+    gap = 2
+    fig = Figure(
+        figsize=(0.33 * steps * n + 0.6, 0.3 * dims + 0.8), layout="constrained"
+    )
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    for k, ax in enumerate(axes):
+        # Tiles separated by white lines: (dims * (H + gap), steps * (W + gap)).
+        canvas = np.ones((dims * (height + gap) - gap, steps * (width + gap) - gap))
+        for d in range(dims):
+            for s in range(steps):
+                top, left = d * (height + gap), s * (width + gap)
+                tile = reconstructions[k, d, s].mean(axis=-1)  # (H, W)
+                canvas[top : top + height, left : left + width] = tile
+        ax.imshow(canvas, cmap="gray", vmin=0, vmax=1)
+        ax.set_xticks(np.arange(steps) * (width + gap) + width / 2)
+        ax.set_xticklabels([f"{delta:+.2f}" for delta in deltas], rotation=90)
+        ax.set_yticks(np.arange(dims) * (height + gap) + height / 2)
+        ax.set_yticklabels([str(d) for d in range(dims)] if k == 0 else [])
+        ax.tick_params(labelsize=7, length=0)
+        ax.set_xlabel("added to the dimension")
+        if titles is not None:
+            ax.set_title(titles[k], fontsize=9)
+    axes[0].set_ylabel("capsule dimension")
+    return fig
+
+
+def plot_coupling_coefficients(
+    image, couplings, grid_shape, row_titles=None, weights=None, highlight=None
+):
+    """Where on the image each digit capsule draws its input from.
+
+    Primary capsule `i` sits at grid cell `i // types` (row by row) and has
+    type `i % types`. Each map shows, per grid cell, the coupling
+    coefficients `c[i, j]` to one digit capsule `j`, averaged over the types
+    (weighted by `weights`, e.g. the primary capsules' lengths, so that
+    inactive capsules count little).
+
+    Args:
+        image: The input `(height, width, channels)`.
+        couplings: A list of `(in_capsules, num_classes)` arrays, one row of
+            maps each (e.g. after the first and the last routing update).
+        grid_shape: `(rows, columns)` of the primary capsule grid.
+        row_titles: Optional names of the rows.
+        weights: Optional `(in_capsules,)` weights of the average over types.
+        highlight: Optional class whose maps are framed (e.g. the prediction).
+
+    Returns:
+        A Figure with the image, `len(couplings) * num_classes` maps on one
+        colour scale, and the colour bar.
+    """
+    couplings = [np.asarray(c, dtype=float) for c in couplings]
+    in_capsules, num_classes = couplings[0].shape
+    grid_rows, grid_cols = grid_shape
+    types = in_capsules // (grid_rows * grid_cols)
+    if types * grid_rows * grid_cols != in_capsules:
+        raise ValueError(
+            f"{in_capsules} input capsules do not fill a {grid_rows}x{grid_cols} "
+            f"grid. Received: grid_shape={tuple(grid_shape)}"
+        )
+    if weights is None:
+        weights = np.ones(in_capsules)
+    weights = np.asarray(weights, dtype=float).reshape(grid_rows, grid_cols, types)
+    maps = [
+        np.einsum(
+            "hwtj,hwt->jhw",
+            c.reshape(grid_rows, grid_cols, types, num_classes),
+            weights,
+        )
+        / weights.sum(-1)
+        for c in couplings
+    ]  # each (num_classes, grid_rows, grid_cols)
+    # One colour scale for every map, spanning what they hold: coefficients
+    # often stay close to the uniform 1 / num_classes.
+    vmin, vmax = min(m.min() for m in maps), max(m.max() for m in maps)
+    rows = len(maps)
+    fig = Figure(
+        figsize=(1.05 * (num_classes + 1) + 0.6, 1.15 * rows + 0.4),
+        layout="constrained",
+    )
+    axes = fig.subplots(rows, num_classes + 1, squeeze=False)
+    _image(axes[0, 0], image, "input")
+    for r in range(1, rows):
+        axes[r, 0].remove()
+    for r, class_maps in enumerate(maps):
+        for j in range(num_classes):
+            ax = axes[r, j + 1]
+            shown = ax.imshow(class_maps[j], cmap="viridis", vmin=vmin, vmax=vmax)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(f"to {j}", fontsize=8)
+            if highlight is not None and j == int(highlight):
+                for spine in ax.spines.values():
+                    spine.set_color("tab:red")
+                    spine.set_linewidth(2.5)
+        if row_titles is not None:
+            axes[r, 1].set_ylabel(row_titles[r], fontsize=8)
+    fig.colorbar(shown, ax=axes[:, 1:], label="mean coupling", shrink=0.9)
+    return fig
+
+
+def plot_robustness(sweeps):
+    """Accuracy of several models as the test images are transformed more.
+
+    Args:
+        sweeps: A dict from an axis label (e.g. `"shift (pixels)"`) to
+            `(amounts, {model_name: accuracies})`.
+
+    Returns:
+        A Figure with one axis per sweep and one curve per model.
+    """
+    fig = Figure(figsize=(4.2 * len(sweeps), 3.4), layout="constrained")
+    axes = fig.subplots(1, len(sweeps), squeeze=False)[0]
+    for ax, (label, (amounts, results)) in zip(axes, sweeps.items(), strict=True):
+        for name, accuracies in results.items():
+            ax.plot(amounts, accuracies, "-o", markersize=4, label=name)
+        ax.set_xlabel(label)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("test accuracy")
+    axes[0].legend()
+    fig.suptitle("Accuracy on moved and turned test digits")
     return fig

@@ -400,7 +400,8 @@ def _fit_and_report(settings, run_dir, arrays, origin, log):
     shown = np.concatenate([np.flatnonzero(y_test == d)[:1] for d in range(10)])
     inside = model.analyze(x_test[shown])
     figures = {
-        "training_curves.png": plots.plot_training_curves(history),
+        # --validate evaluates on the test set after every epoch.
+        "training_curves.png": plots.plot_training_curves(history, "test"),
         "reconstructions.png": plots.plot_reconstructions(
             x_test[shown],
             inside["reconstructions"],

@@ -148,13 +148,20 @@ def test_bad_model_arguments(kwargs):
         CapsNet(**kwargs)
 
 
-def test_save_and_load_gives_identical_predictions(digits, tmp_path):
+def _trained_and_saved(digits, folder):
+    """A CapsNet trained for two steps and saved as .keras; (model, path)."""
     x, y = digits
     model = CapsNet()
     model.compile()
     model.fit(x[:40], y[:40], batch_size=20, verbose=0)
-    path = os.path.join(tmp_path, "capsnet.keras")
+    path = os.path.join(folder, "capsnet.keras")
     model.save(path)
+    return model, path
+
+
+def test_save_and_load_gives_identical_predictions(digits, tmp_path):
+    x, y = digits
+    model, path = _trained_and_saved(digits, tmp_path)
     loaded = keras.saving.load_model(path)
     assert isinstance(loaded, CapsNet)
     assert loaded.get_config() == model.get_config()
@@ -176,12 +183,8 @@ print(keras.backend.backend())
 
 
 def test_model_saved_here_loads_under_the_other_backends(digits, tmp_path):
-    x, y = digits
-    model = CapsNet()
-    model.compile()
-    model.fit(x[:40], y[:40], batch_size=20, verbose=0)
-    model_path = os.path.join(tmp_path, "capsnet.keras")
-    model.save(model_path)
+    x, _ = digits
+    model, model_path = _trained_and_saved(digits, tmp_path)
     inputs_path = os.path.join(tmp_path, "x.npy")
     np.save(inputs_path, x[:16])
     expected = model.predict(x[:16], verbose=0)

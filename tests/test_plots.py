@@ -18,6 +18,10 @@ def test_training_curves():
     loss_ax, acc_ax = fig.axes
     assert len(loss_ax.lines) == 1 and len(acc_ax.lines) == 2
     assert acc_ax.get_ylabel() == "accuracy"
+    labels = [line.get_label() for line in acc_ax.lines]
+    assert labels == ["train", "validation"]
+    fig = plots.plot_training_curves(history, validation_label="test")
+    assert [line.get_label() for line in fig.axes[1].lines] == ["train", "test"]
 
 
 def test_reconstructions(tmp_path):

@@ -1,0 +1,43 @@
+"""`baseline_cnn`: CapsNet's parameter budget, trains and saves on every backend."""
+
+import keras
+import numpy as np
+import pytest
+
+from capsules_keras.models import CapsNet, baseline_cnn
+
+
+def test_parameter_budget_matches_capsnet():
+    model = baseline_cnn()
+    assert model.count_params() == 8_214_401
+    capsnet = CapsNet().count_params()
+    assert abs(model.count_params() - capsnet) / capsnet < 0.0002
+    assert model.output_shape == (None, 10)
+
+
+def test_probabilities_one_step_and_save_load(tmp_path):
+    model = baseline_cnn(image_shape=(28, 28, 1), num_classes=4)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (8, 28, 28, 1)).astype("float32")
+    y = np.arange(8) % 4
+    model.compile(
+        optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+    )
+    history = model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    probabilities = model.predict(x, verbose=0)
+    assert probabilities.shape == (8, 4)
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
+    path = tmp_path / "cnn.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), probabilities, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"dropout_rate": 1.0}, "dropout_rate=1.0"), ({"num_classes": 0}, "num_classes")],
+)
+def test_invalid_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        baseline_cnn(**kwargs)

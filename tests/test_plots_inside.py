@@ -1,0 +1,102 @@
+"""Figures of notebooks 02 and 03: each returns a Figure with the expected axes."""
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from capsules_keras import plots
+
+RNG = np.random.default_rng(0)
+
+
+def _digits(*shape):
+    return RNG.uniform(0, 1, (*shape, 28, 28, 1)).astype("float32")
+
+
+def test_digit_grid_fills_rows_and_drops_spare_axes(tmp_path):
+    fig = plots.plot_digit_grid(
+        _digits(7), titles=[str(k) for k in range(7)], columns=3
+    )
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 7  # a 3x3 grid less the two unused cells
+    assert fig.axes[6].get_title() == "6"
+    fig.savefig(tmp_path / "grid.png")
+    with pytest.raises(ValueError, match="Received: 0"):
+        plots.plot_digit_grid(_digits(0))
+
+
+def test_mistakes_show_digits_above_capsule_lengths():
+    lengths = np.full((3, 10), 0.05)
+    lengths[np.arange(3), [7, 2, 9]] = 0.8  # predictions
+    fig = plots.plot_mistakes(_digits(3), labels=[1, 3, 4], lengths=lengths)
+    assert len(fig.axes) == 6
+    assert fig.axes[0].get_title() == "true 1, pred 7"
+    bars = fig.axes[3].patches  # row-major: 3 digits, then their bar charts
+    assert len(bars) == 10
+    assert bars[7].get_height() == pytest.approx(0.8)
+    assert bars[7].get_facecolor() != bars[0].get_facecolor()  # predicted: red
+    assert fig.axes[3].get_ylim() == (0.0, 1.0)
+
+
+def test_class_reconstructions_grid():
+    fig = plots.plot_class_reconstructions(_digits(2), _digits(2, 10), labels=[3, 5])
+    assert len(fig.axes) == 2 * 11
+    assert fig.axes[0].get_title() == "input"
+    assert fig.axes[1].get_title() == "as 0"
+    framed = fig.axes[11 + 1 + 5]  # second row, the column of its label 5
+    assert framed.spines["top"].get_linewidth() == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("n", [None, 1, 3])
+def test_dimension_perturbations_one_mosaic_per_digit(n):
+    deltas = np.round(np.arange(-0.25, 0.26, 0.05), 2)
+    shape = (16, len(deltas)) if n is None else (n, 16, len(deltas))
+    fig = plots.plot_dimension_perturbations(_digits(*shape), deltas)
+    assert len(fig.axes) == (n or 1)
+    ax = fig.axes[0]
+    assert len(ax.get_yticks()) == 16
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[0] == "-0.25" and labels[-1] == "+0.25"
+    (mosaic,) = ax.get_images()
+    assert mosaic.get_array().shape == (16 * 30 - 2, len(deltas) * 30 - 2)
+
+
+def test_coupling_coefficients_maps():
+    grid, types, classes = (6, 6), 32, 10
+    couplings = [RNG.dirichlet(np.ones(classes), 36 * types) for _ in range(2)]
+    weights = RNG.uniform(0, 1, 36 * types)
+    fig = plots.plot_coupling_coefficients(
+        _digits(1)[0],
+        couplings,
+        grid,
+        row_titles=["first", "last"],
+        weights=weights,
+        highlight=3,
+    )
+    # The image, 2 rows of 10 maps, the colour bar.
+    assert len(fig.axes) == 1 + 2 * classes + 1
+    maps = [ax for ax in fig.axes if ax.get_images() and ax.get_title() != "input"]
+    assert len(maps) == 2 * classes
+    first = maps[0].get_images()[0].get_array()
+    assert first.shape == grid
+    # Each cell averages the types: with couplings summing to 1 over the
+    # classes, the ten maps of a row sum to 1 in every cell.
+    total = sum(ax.get_images()[0].get_array() for ax in maps[:classes])
+    np.testing.assert_allclose(total, 1.0, rtol=1e-6)
+    with pytest.raises(ValueError, match="grid_shape"):
+        plots.plot_coupling_coefficients(_digits(1)[0], couplings, (5, 5))
+
+
+def test_robustness_one_axis_per_sweep_one_curve_per_model():
+    sweeps = {
+        "shift (pixels)": (
+            [0, 2, 4],
+            {"CapsNet": [0.9, 0.8, 0.5], "CNN": [0.9, 0.7, 0.3]},
+        ),
+        "rotation (degrees)": ([0, 30], {"CapsNet": [0.9, 0.6], "CNN": [0.9, 0.5]}),
+    }
+    fig = plots.plot_robustness(sweeps)
+    assert len(fig.axes) == 2
+    assert [len(ax.lines) for ax in fig.axes] == [2, 2]
+    assert fig.axes[1].get_xlabel() == "rotation (degrees)"
+    assert fig.axes[0].get_ylabel() == "test accuracy"
