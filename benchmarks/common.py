@@ -25,7 +25,7 @@ DEFAULT_MNIST = os.path.join(
 )
 
 
-def interleaved_medians(candidates, repeats, warmup):
+def interleaved_medians(candidates, repeats, warmup, pause=0.3):
     """Runs every candidate `warmup` times, then `repeats` rounds in turn.
 
     Args:
@@ -34,6 +34,11 @@ def interleaved_medians(candidates, repeats, warmup):
         repeats: Timed rounds; each round runs every candidate once, so slow
             drifts of the machine hit all candidates alike.
         warmup: Untimed calls per candidate first (compilation, caches).
+        pause: Seconds of sleep before each timed call. The frameworks' thread
+            pools keep spinning for a while after their work is done (measured
+            here: labml's Router ran 40% slower right after a tensorflow call
+            without it); the pause lets them go idle, so that no candidate
+            pays for the one before it.
 
     Returns:
         dict name -> {"median_ms", "min_ms", "times_ms"}.
@@ -44,6 +49,7 @@ def interleaved_medians(candidates, repeats, warmup):
     times = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
+            time.sleep(pause)
             start = time.perf_counter()
             fn()
             times[name].append(1000 * (time.perf_counter() - start))
