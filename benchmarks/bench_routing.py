@@ -4,7 +4,8 @@
 
 Our layer runs with the current Keras backend, compiled the ways that backend
 allows (jax: jit; tensorflow: graph and XLA; torch: eager and torch.compile);
-labml's `Router(in_caps, 10, 8, 16, 3)` runs in eager PyTorch as it ships.
+labml's `Router(in_caps, 10, 8, 16, 3)` runs in eager PyTorch as it ships
+(on the GPU when torch sees one).
 Both are timed interleaved in this one process (see `interleaved_medians`).
 The loss for the backward pass is sum(v ** 2), gradients w.r.t. the weight
 and the input capsules.
@@ -20,7 +21,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from common import interleaved_medians, machine, write_json  # noqa: E402
-from reference import Router  # noqa: E402
+from reference import Router, device, synchronize  # noqa: E402
 
 from capsules_keras import DigitCaps, squash  # noqa: E402
 
@@ -74,7 +75,8 @@ def our_functions(layer, u):
             )
         return modes
     if backend == "torch":
-        x = torch.tensor(u, requires_grad=True)
+        # On the device Keras put the layer's weights on.
+        x = torch.tensor(u, device=kernel.value.device, requires_grad=True)
         modes = {}
         for mode in ("eager", "compiled"):
             call = layer if mode == "eager" else torch.compile(layer)
@@ -82,11 +84,13 @@ def our_functions(layer, u):
             def forward(call=call):
                 with torch.no_grad():
                     call(x)
+                synchronize()
 
             def forward_backward(call=call):
                 kernel.value.grad = None
                 x.grad = None
                 (call(x) ** 2).sum().backward()
+                synchronize()
 
             modes[mode] = (forward, forward_backward)
         return modes
@@ -94,16 +98,19 @@ def our_functions(layer, u):
 
 
 def labml_functions(router, u):
-    x = torch.tensor(u, requires_grad=True)
+    router.to(device())
+    x = torch.tensor(u, device=device(), requires_grad=True)
 
     def forward():
         with torch.no_grad():
             router(x)
+        synchronize()
 
     def forward_backward():
         router.zero_grad()
         x.grad = None
         (router(x) ** 2).sum().backward()
+        synchronize()
 
     return forward, forward_backward
 

@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
-from common import DEFAULT_MNIST, PeakRSS, machine, write_json  # noqa: E402
+from common import DEFAULT_MNIST, PeakRSS, machine, rss_mb, write_json  # noqa: E402
 
 
 def load_digits(path, count):
@@ -40,6 +40,7 @@ def run_ours(x, y, batch_size, steps, warmup):
     from capsules_keras import CapsNet
     from capsules_keras.train import default_jit_compile
 
+    start_mb = rss_mb()  # frameworks imported, nothing built yet
     keras.utils.set_random_seed(0)
     model = CapsNet()
     jit = default_jit_compile()
@@ -57,6 +58,7 @@ def run_ours(x, y, batch_size, steps, warmup):
             "backend": keras.backend.backend(),
             "jit_compile": jit,
             "parameters": model.count_params(),
+            "rss_start_mb": start_mb,
         },
         seconds,
         memory,
@@ -65,16 +67,17 @@ def run_ours(x, y, batch_size, steps, warmup):
 
 def run_labml(x, y, batch_size, steps, warmup):
     import torch
-    from reference import LabmlMNISTCapsNet, labml_train_step_fn
+    from reference import LabmlMNISTCapsNet, device, labml_train_step_fn, synchronize
 
+    start_mb = rss_mb()  # frameworks imported, nothing built yet
     torch.manual_seed(0)
-    model = LabmlMNISTCapsNet()
+    model = LabmlMNISTCapsNet().to(device())
     model.train()
     step = labml_train_step_fn(model)
     # NCHW with standard strides: strides that look channels-last make torch
     # pick channels-last convolutions, whose outputs labml's .view() rejects.
-    images = torch.tensor(x[..., 0]).unsqueeze(1)
-    labels = torch.tensor(y).long()
+    images = torch.tensor(x[..., 0], device=device()).unsqueeze(1)
+    labels = torch.tensor(y, device=device()).long()
 
     def batches(start, count):
         for k in range(start, start + count):
@@ -83,10 +86,12 @@ def run_labml(x, y, batch_size, steps, warmup):
 
     for data, target in batches(0, warmup):
         step(data, target)
+    synchronize()
     with PeakRSS() as memory:
         start = time.perf_counter()
         for data, target in batches(warmup, steps):
             step(data, target)
+        synchronize()
         seconds = time.perf_counter() - start
     parameters = sum(p.numel() for p in model.parameters())
     return (
@@ -94,6 +99,7 @@ def run_labml(x, y, batch_size, steps, warmup):
             "impl": "labml",
             "backend": "torch (labml_nn, eager)",
             "parameters": parameters,
+            "rss_start_mb": start_mb,
         },
         seconds,
         memory,
@@ -115,6 +121,9 @@ def run(impl, batch_size=100, steps=10, warmup=3, data=DEFAULT_MNIST):
         rss_before_mb=memory.before_mb,
         rss_peak_mb=memory.peak_mb,
         rss_increase_mb=memory.increase_mb,
+        # Everything training added: model, optimizer state, compiled code,
+        # allocator caches kept from the warm-up steps.
+        rss_training_mb=memory.peak_mb - result["rss_start_mb"],
         max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
     return result

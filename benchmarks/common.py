@@ -63,6 +63,11 @@ def interleaved_medians(candidates, repeats, warmup, pause=0.3):
     }
 
 
+def rss_mb():
+    """This process' resident memory now, in MB."""
+    return psutil.Process().memory_info().rss / 2**20
+
+
 class PeakRSS:
     """Samples this process' resident memory in a thread; reports the peak.
 
@@ -72,10 +77,9 @@ class PeakRSS:
 
     def __init__(self, interval=0.002):
         self.interval = interval
-        self._process = psutil.Process()
 
     def __enter__(self):
-        self.before_mb = self._process.memory_info().rss / 2**20
+        self.before_mb = rss_mb()
         self.peak_mb = self.before_mb
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -84,14 +88,14 @@ class PeakRSS:
 
     def _sample(self):
         while not self._stop.is_set():
-            rss = self._process.memory_info().rss / 2**20
+            rss = rss_mb()
             self.peak_mb = max(self.peak_mb, rss)
             time.sleep(self.interval)
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        rss = self._process.memory_info().rss / 2**20
+        rss = rss_mb()
         self.peak_mb = max(self.peak_mb, rss)
         self.increase_mb = self.peak_mb - self.before_mb
         return False

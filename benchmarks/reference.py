@@ -46,6 +46,17 @@ class LabmlMNISTCapsNet(nn.Module):
         return caps, reconstructions.view(-1, 1, 28, 28), pred
 
 
+def device():
+    """Where the reference runs: the GPU when torch sees one, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def synchronize():
+    """Waits for queued GPU work, so that a timer sees all of it."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def labml_train_step_fn(model, learning_rate=1e-3):
     """labml's training step: margin loss + 0.0005 * MSE, Adam."""
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
@@ -65,4 +76,10 @@ def labml_train_step_fn(model, learning_rate=1e-3):
     return step
 
 
-__all__ = ["LabmlMNISTCapsNet", "Router", "labml_train_step_fn"]
+__all__ = [
+    "LabmlMNISTCapsNet",
+    "Router",
+    "device",
+    "labml_train_step_fn",
+    "synchronize",
+]

@@ -419,7 +419,38 @@ def _fit_and_report(settings, run_dir, arrays, origin, log):
     }
     for name, fig in figures.items():
         fig.savefig(os.path.join(run_dir, name), dpi=100)
+    with open(os.path.join(run_dir, "report.md"), "w") as f:
+        f.write(report(metrics))
     return metrics
+
+
+def report(metrics):
+    """The run's report in Markdown: the numbers, then the figures."""
+    lines = [
+        f"# CapsNet on MNIST: {metrics['preset']} preset, {metrics['backend']}",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| test accuracy | **{metrics['test_accuracy']:.2%}** (error "
+        f"{metrics['test_error']:.2%}) on {metrics['n_test']:,} test digits |",
+        f"| training | {metrics['epochs']} epochs on {metrics['n_train']:,} digits, "
+        f"batch {metrics['batch_size']}, {metrics['train_seconds']:.0f} s, "
+        f"{metrics['images_per_second']:.0f} images/s |",
+        f"| augmentation | {'random shifts' if metrics['augment'] else 'none'} |",
+        f"| precision | {metrics['dtype_policy']} |",
+        f"| routing iterations | {metrics['routing_iterations']} |",
+        f"| parameters | {metrics['parameters']:,} |",
+        f"| data | {metrics['data_source']} |",
+        f"| devices | {metrics['devices']} (Keras {metrics['keras_version']}) |",
+        "",
+    ]
+    for title, name in (
+        ("Training curves", "training_curves.png"),
+        ("Test digits and their reconstructions", "reconstructions.png"),
+        ("Confusion matrix", "confusion_matrix.png"),
+    ):
+        lines += [f"## {title}", "", f"![{title}]({name})", ""]
+    return "\n".join(lines)
 
 
 def summary(metrics, run_dir):
@@ -437,7 +468,7 @@ def summary(metrics, run_dir):
             f"Data            {metrics['data_source']}",
             f"Parameters      {metrics['parameters']:,}",
             f"Artifacts       {run_dir}",
-            "                model.keras, history.csv, metrics.json, "
+            "                report.md, model.keras, history.csv, metrics.json, "
             "training_curves.png,",
             "                reconstructions.png, confusion_matrix.png",
             "=" * 64,

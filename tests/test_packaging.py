@@ -1,6 +1,7 @@
 """Packaging: the conda environment mirrors pyproject, imports stay light."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -69,3 +70,23 @@ def test_import_loads_no_framework_beyond_keras():
         cwd=REPO_ROOT,
     )
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
+
+
+def test_make_demo_runs_the_quick_preset_on_a_real_backend():
+    with open(os.path.join(REPO_ROOT, "Makefile")) as f:
+        makefile = f.read()
+    (default,) = re.findall(r"^DEMO_BACKEND \?= (\S+)$", makefile, re.MULTILINE)
+    assert default in ("torch", "jax", "tensorflow")
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    dry_run = subprocess.run(
+        ["make", "--dry-run", "--always-make", "demo", "DATA=some.npz"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    command = " ".join(dry_run.replace("\\\n", " ").strip().splitlines()[-1].split())
+    assert "-m capsules_keras.train --preset quick" in command
+    assert '--data "some.npz"' in command
+    assert f"KERAS_BACKEND=${{KERAS_BACKEND:-{default}}}" in command

@@ -22,6 +22,7 @@ ARTIFACTS = {
     "training_curves.png",
     "reconstructions.png",
     "confusion_matrix.png",
+    "report.md",
 }
 METRIC_KEYS = {
     "test_accuracy",
@@ -77,6 +78,12 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
     assert 0 <= metrics["test_accuracy"] <= 1
     assert metrics["test_error"] == pytest.approx(1 - metrics["test_accuracy"])
     assert metrics["images_per_second"] > 0
+    with open(os.path.join(run_dir, "report.md")) as f:
+        text = f.read()
+    assert f"{metrics['test_accuracy']:.2%}" in text
+    for figure in ARTIFACTS:
+        if figure.endswith(".png"):
+            assert f"]({figure})" in text
     out = capsys.readouterr().out
     for expected in ("Backend:", "Devices:", "Data:", "Sizes:", "Test accuracy"):
         assert expected in out
