@@ -269,6 +269,9 @@ and TensorFlow here).
 make bench                         # all backends, writes this file
 KERAS_BACKEND=jax python benchmarks/bench_routing.py
 KERAS_BACKEND=jax python benchmarks/bench_train.py --impl both
+# after editing NOTES.md: rewrite this file from results.json, measuring nothing
+python benchmarks/run_all.py --from-json benchmarks/results.json \\
+    --notes-file benchmarks/NOTES.md
 ```
 {notes}"""
 
@@ -313,7 +316,20 @@ def main(argv=None):
     parser.add_argument(
         "--notes-file", help="Markdown appended to the README (analysis, profiles)"
     )
+    parser.add_argument(
+        "--from-json",
+        help="Rewrite the README and chart from this results.json; measure nothing",
+    )
     args = parser.parse_args(argv)
+    notes = ""
+    if args.notes_file:
+        with open(args.notes_file) as f:
+            notes = "\n" + f.read()
+    if args.from_json:
+        with open(args.from_json) as f:
+            report = json.load(f)
+        write_report(report, args.output_dir, notes)
+        return report
     routing_args = [
         "--batch-sizes",
         *map(str, args.batch_sizes),
@@ -342,10 +358,6 @@ def main(argv=None):
         routing_warmup=args.warmup,
         train_warmup=args.train_warmup,
     )
-    notes = ""
-    if args.notes_file:
-        with open(args.notes_file) as f:
-            notes = "\n" + f.read()
     write_report(report, args.output_dir, notes)
     return report
 

@@ -52,3 +52,20 @@ def test_report_from_tiny_results(tmp_path, mnist_path):
     assert "| x |" in text and "ours / labml" in text and "notes" in text
     assert (tmp_path / "results.png").stat().st_size > 1000
     assert (tmp_path / "results.json").exists()
+
+
+def test_report_rewritten_from_json(tmp_path, mnist_path):
+    train = [
+        {**bench_train.run(impl, 2, 1, 1, mnist_path), "paired_with": "x"}
+        for impl in ("labml", "ours")
+    ]
+    report = {"date": "today", "machine": run_all.machine(), "routing": []}
+    run_all.write_report({**report, "train": train}, str(tmp_path))
+    notes = tmp_path / "notes.md"
+    notes.write_text("fresh notes")
+    again = tmp_path / "again"
+    again.mkdir()
+    args = ["--from-json", str(tmp_path / "results.json"), "--output-dir", str(again)]
+    run_all.main([*args, "--notes-file", str(notes)])
+    text = (again / "README.md").read_text()
+    assert "fresh notes" in text and "| x |" in text
