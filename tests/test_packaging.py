@@ -77,16 +77,23 @@ def test_make_demo_runs_the_quick_preset_on_a_real_backend():
         makefile = f.read()
     (default,) = re.findall(r"^DEMO_BACKEND \?= (\S+)$", makefile, re.MULTILINE)
     assert default in ("torch", "jax", "tensorflow")
-    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    # Not as a sub-make of `make test`: no inherited flags, no directory lines.
+    unset = ("KERAS_BACKEND", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     dry_run = subprocess.run(
-        ["make", "--dry-run", "--always-make", "demo", "DATA=some.npz"],
+        ["make", "--no-print-directory", "--dry-run", "--always-make", "demo"]
+        + ["DATA=some.npz"],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    command = " ".join(dry_run.replace("\\\n", " ").strip().splitlines()[-1].split())
+    (command,) = [
+        " ".join(line.split())
+        for line in dry_run.replace("\\\n", " ").splitlines()
+        if "capsules_keras.train" in line
+    ]
     assert "-m capsules_keras.train --preset quick" in command
     assert '--data "some.npz"' in command
     assert f"KERAS_BACKEND=${{KERAS_BACKEND:-{default}}}" in command
