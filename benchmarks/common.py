@@ -117,6 +117,7 @@ def machine():
         "numpy": numpy.__version__,
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
     }
 
 

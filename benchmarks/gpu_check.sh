@@ -17,7 +17,8 @@
 #                         the installs (one virtualenv per backend otherwise,
 #                         .venv-gpu-<backend>, as the CUDA builds of the three
 #                         frameworks pin different CUDA libraries)
-#   GPU_CHECK_BENCH_ARGS  extra flags for benchmarks/run_all.py
+#   GPU_CHECK_BENCH_ARGS  extra flags for benchmarks/run_all.py (it times 40
+#                         training steps here: 10 pass in a blink on a GPU)
 #   GPU_CHECK_TRAIN_ARGS  extra flags for python -m capsules_keras.train
 #
 # Memory in the benchmark tables is host RSS; on a GPU it does not show the
@@ -65,12 +66,13 @@ for backend in $BACKENDS; do
   py=$(python_for "$backend")
   echo "=== $backend: devices ==="
   KERAS_BACKEND=$backend "$py" -c "import keras; \
-print(keras.backend.backend(), keras.distribution.list_devices())" \
+from capsules_keras.train import describe_devices; \
+print(keras.backend.backend(), describe_devices())" \
     | tee "$OUT/devices-$backend.txt"
   echo "=== $backend: benchmarks ==="
   KERAS_BACKEND=$backend "$py" benchmarks/run_all.py --backends "$backend" \
     --train-data "$BENCH_DATA" --output-dir "$OUT/bench-$backend" \
-    --notes-file /dev/null ${GPU_CHECK_BENCH_ARGS:-}
+    --notes-file /dev/null --train-steps 40 ${GPU_CHECK_BENCH_ARGS:-}
   for policy in float32 mixed_bfloat16; do
     echo "=== $backend: paper preset, 1 epoch, $policy ==="
     KERAS_BACKEND=$backend "$py" -m capsules_keras.train --preset paper \

@@ -227,7 +227,7 @@ run (routing: interleaved in one process; training: alternating processes).
 
 Machine: {cpu_model}, {logical_cpus} logical CPUs, {memory_gb} GB RAM,
 Python {python}, Keras {keras}, NumPy {numpy}, torch {torch}
-({torch_threads} threads). No GPU.
+({torch_threads} threads). GPU: {gpu}.
 
 ## Targets
 
@@ -277,6 +277,7 @@ python benchmarks/run_all.py --from-json benchmarks/results.json \\
 
 
 def write_report(report, folder, notes=""):
+    os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "results.json"), "w") as f:
         json.dump(report, f, indent=2)
     bar_chart(report, os.path.join(folder, "results.png"))
@@ -292,7 +293,7 @@ def write_report(report, folder, notes=""):
         steps=train.get("steps", "?"),
         train_warmup=report.get("train_warmup", "?"),
         notes=notes,
-        **report["machine"],
+        **{"gpu": "none", **report["machine"]},
     )
     with open(os.path.join(folder, "README.md"), "w") as f:
         f.write(text)

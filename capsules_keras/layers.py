@@ -324,8 +324,12 @@ class DigitCaps(layers.Layer):
             capsule_dim)`, ready for `capsules_keras.ops.dynamic_routing`.
         """
         self._input_capsules(inputs.shape)
+        # Called outside `__call__`, Keras does not cast the float32 kernel to
+        # the compute dtype of a mixed precision policy: do it here.
+        kernel = ops.cast(self.kernel, self.compute_dtype)
+        inputs = ops.cast(inputs, self.compute_dtype)
         # u_hat[b,i,j,m] = sum_n W[i,j,n,m] u[b,i,n]
-        return ops.einsum("ijnm,bin->bijm", self.kernel, inputs)  # (b, i, j, m)
+        return ops.einsum("ijnm,bin->bijm", kernel, inputs)  # (b, i, j, m)
 
     def call(self, inputs):
         self._input_capsules(inputs.shape)

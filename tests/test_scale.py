@@ -153,6 +153,8 @@ def test_mixed_precision_trains_one_step(policy, mnist_path):
         model.compile(optimizer="adam")
         history = model.fit(x, y, batch_size=8, epochs=1, verbose=0)
         outputs = model(x)
+        # What the trainer's figures and notebook 03 use, outside fit/call.
+        inside = model.analyze(x[:2], labels=y[:2])
     finally:
         keras.config.set_dtype_policy(previous)
     compute = policy.split("_")[1]
@@ -163,3 +165,5 @@ def test_mixed_precision_trains_one_step(policy, mnist_path):
     assert keras.backend.standardize_dtype(outputs["lengths"].dtype) == "float32"
     assert np.isfinite(history.history["loss"][0])
     assert np.all(np.isfinite(keras.ops.convert_to_numpy(outputs["lengths"])))
+    for name in ("capsules", "reconstructions", "coupling"):
+        assert np.all(np.isfinite(inside[name].astype("float32"))), name
