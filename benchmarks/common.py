@@ -63,9 +63,12 @@ def interleaved_medians(candidates, repeats, warmup, pause=0.3):
     }
 
 
+_PROCESS = psutil.Process()
+
+
 def rss_mb():
     """This process' resident memory now, in MB."""
-    return psutil.Process().memory_info().rss / 2**20
+    return _PROCESS.memory_info().rss / 2**20
 
 
 class PeakRSS:

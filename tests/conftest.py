@@ -29,7 +29,7 @@ def backend():
     return keras.backend.backend()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def mnist_path():
     if not os.path.exists(OFFLINE_MNIST):
         pytest.fail(

@@ -35,17 +35,22 @@ def test_train_benchmark_tiny(impl, mnist_path):
         assert result["backend"] == keras.backend.backend()
 
 
-def test_report_from_tiny_results(tmp_path, mnist_path):
-    routing = bench_routing.run([128], in_caps=4, repeats=1, warmup=1)
-    train = [
+@pytest.fixture(scope="module")
+def tiny_train(mnist_path):
+    """One tiny training run of each implementation, shared by the report tests."""
+    return [
         {**bench_train.run(impl, 2, 1, 1, mnist_path), "paired_with": "x"}
         for impl in ("labml", "ours")
     ]
+
+
+def test_report_from_tiny_results(tmp_path, tiny_train):
+    routing = bench_routing.run([128], in_caps=4, repeats=1, warmup=1)
     report = {
         "date": "today",
         "machine": run_all.machine(),
         "routing": routing,
-        "train": train,
+        "train": tiny_train,
     }
     run_all.write_report(report, str(tmp_path), notes="notes")
     text = (tmp_path / "README.md").read_text()
@@ -54,13 +59,9 @@ def test_report_from_tiny_results(tmp_path, mnist_path):
     assert (tmp_path / "results.json").exists()
 
 
-def test_report_rewritten_from_json(tmp_path, mnist_path):
-    train = [
-        {**bench_train.run(impl, 2, 1, 1, mnist_path), "paired_with": "x"}
-        for impl in ("labml", "ours")
-    ]
+def test_report_rewritten_from_json(tmp_path, tiny_train):
     report = {"date": "today", "machine": run_all.machine(), "routing": []}
-    run_all.write_report({**report, "train": train}, str(tmp_path))
+    run_all.write_report({**report, "train": tiny_train}, str(tmp_path))
     notes = tmp_path / "notes.md"
     notes.write_text("fresh notes")
     again = tmp_path / "again"
