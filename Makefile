@@ -16,6 +16,7 @@ BACKENDS ?= torch jax tensorflow
 TORCH_SPEC ?= torch==2.13.0
 # Real MNIST subset used by the tests and CI; the package never reads it.
 TEST_MNIST ?= $(abspath ../shared/data/mnist-offline.npz)
+TEST_FASHION_MNIST ?= $(abspath ../shared/data/fashion-mnist.npz)
 PYTEST_ARGS ?=
 # `make demo` trains on this backend unless KERAS_BACKEND is set: the fastest
 # for the quick preset on our 2-core CPU (README, "Train and evaluate").
@@ -59,6 +60,7 @@ test: lint
 	for backend in $(BACKENDS); do \
 		echo "=== tests: KERAS_BACKEND=$$backend ==="; \
 		KERAS_BACKEND=$$backend CAPSULES_KERAS_TEST_MNIST="$(TEST_MNIST)" \
+			CAPSULES_KERAS_TEST_FASHION_MNIST="$(TEST_FASHION_MNIST)" \
 			CAPSULES_KERAS_MNIST="$(TEST_MNIST)" CAPSULES_KERAS_QUICK=1 \
 			$(BIN)/python -m pytest tests --doctest-modules capsules_keras \
 			$(NBVAL) $(PYTEST_ARGS) || failed="$$failed $$backend"; \

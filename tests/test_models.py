@@ -18,12 +18,10 @@ BACKENDS = ("torch", "jax", "tensorflow")
 
 
 @pytest.fixture(scope="module")
-def digits():
+def digits(mnist_path):
     """300 real training digits and their labels."""
-    path = os.environ.get("CAPSULES_KERAS_TEST_MNIST")
-    path = path or os.path.join(REPO_ROOT, "..", "shared", "data", "mnist-offline.npz")
     keep = np.random.default_rng(0).permutation(5000)[:300]  # every class
-    with np.load(path) as data:
+    with np.load(mnist_path) as data:
         x = data["x_train"][keep].astype("float32")[..., None] / 255.0
         y = data["y_train"][keep].astype("int32")
     return x, y

@@ -37,3 +37,12 @@ def test_confusion_matrix_figure():
     fig = plots.plot_confusion_matrix([0, 1, 2, 2], [0, 1, 2, 1], num_classes=3)
     assert len(fig.axes) == 2  # matrix and colour bar
     assert "75.00%" in fig.axes[0].get_title()
+
+
+def test_confusion_matrix_names_the_classes():
+    names = ["T-shirt/top", "Trouser", "Pullover"]
+    fig = plots.plot_confusion_matrix([0, 1, 2], [0, 1, 1], class_names=names)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == names
+    assert [t.get_text() for t in ax.get_yticklabels()] == names
+    assert "66.67%" in ax.get_title()

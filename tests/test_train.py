@@ -9,6 +9,7 @@ import sys
 import time
 
 import keras
+import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
@@ -74,6 +75,8 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
     assert METRIC_KEYS <= set(metrics)
     assert metrics["backend"] == keras.backend.backend()
     assert metrics["n_train"] == 100 and metrics["n_test"] == 60
+    assert metrics["n_train_available"] == 5000
+    assert metrics["model"] == "capsnet" and metrics["dataset"] == "mnist"
     assert metrics["parameters"] == 8_215_568
     assert 0 <= metrics["test_accuracy"] <= 1
     assert metrics["test_error"] == pytest.approx(1 - metrics["test_accuracy"])
@@ -84,9 +87,11 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
     for figure in ARTIFACTS:
         if figure.endswith(".png"):
             assert f"]({figure})" in text
+    assert "100 of 5,000 (class-balanced subset, seed 0) training images" in text
     out = capsys.readouterr().out
     for expected in ("Backend:", "Devices:", "Data:", "Sizes:", "Test accuracy"):
         assert expected in out
+    assert "CapsNet on MNIST" in out
     # evaluate re-computes the same accuracy from the saved model.
     flags = ["--data", mnist_path, "--max-test-samples", "60"]
     assert evaluate.main([run_dir, *flags]) == 0
@@ -176,3 +181,81 @@ def test_killed_run_resumes_at_the_next_epoch(mnist_path, tmp_path):
         text=True,
     )
     assert finished.returncode != 0 and "already finished" in finished.stderr
+
+
+def test_quick_preset_trains_on_a_balanced_subset_and_paper_on_everything(
+    mnist_path,
+):
+    def settings(*flags):
+        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+
+    quick = settings("--data", mnist_path)
+    assert quick["max_train_samples"] == 5000 and quick["max_test_samples"] is None
+    assert settings("--preset", "paper")["max_train_samples"] is None
+    assert settings("--max-train-samples", "20000")["max_train_samples"] == 20000
+    capped = {**quick, "max_train_samples": 1000, "seed": 3}
+    x_train, y_train, x_test, _, _, available = train.load_data(capped)
+    assert len(x_train) == 1000 and available == 5000 and len(x_test) == 10000
+    assert np.bincount(y_train).tolist() == [100] * 10
+    again = train.load_data(capped)
+    np.testing.assert_array_equal(again[0], x_train)  # seeded: the same digits
+    everything = train.load_data(quick)  # the offline file holds 5,000: all
+    assert len(everything[0]) == 5000
+    assert train.describe_training_set(5000, 5000, 0) == "5,000 (all)"
+
+
+def test_cnn_baseline_on_fashion_mnist_runs_through_the_same_command(
+    fashion_path, tmp_path, capsys
+):
+    args = tiny_args(fashion_path, tmp_path, "--model", "cnn")
+    args += ["--dataset", "fashion_mnist"]
+    assert train.main(args) == 0
+    run_dir = only_run(tmp_path)
+    assert "fashion_mnist-cnn-quick" in os.path.basename(run_dir)
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["model"] == "cnn" and metrics["dataset"] == "fashion_mnist"
+    assert metrics["parameters"] == 8_214_401
+    assert metrics["routing_iterations"] is None
+    assert metrics["n_train"] == 100 and metrics["n_train_available"] == 60000
+    files = set(os.listdir(run_dir))
+    assert ARTIFACTS - {"reconstructions.png"} <= files
+    assert "reconstructions.png" not in files  # a CNN has no decoder
+    with open(os.path.join(run_dir, "report.md")) as f:
+        text = f.read()
+    assert text.startswith("# baseline CNN on Fashion-MNIST")
+    assert "reconstructions.png" not in text and "routing" not in text
+    assert "baseline CNN on Fashion-MNIST" in capsys.readouterr().out
+    # The evaluator reads the dataset from the run folder.
+    flags = ["--data", fashion_path, "--max-test-samples", "60"]
+    assert evaluate.main([run_dir, *flags]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["dataset"] == "fashion_mnist"
+    assert result["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
+
+
+def test_model_and_dataset_flags_are_checked(mnist_path, tmp_path):
+    cnn_with_routing = ["--model", "cnn", "--routing-iterations", "1"]
+    with pytest.raises(SystemExit, match="--model capsnet only"):
+        train.main(tiny_args(mnist_path, tmp_path, *cnn_with_routing))
+    with pytest.raises(SystemExit):
+        train.main(tiny_args(mnist_path, tmp_path, "--dataset", "cifar10"))
+    with pytest.raises(SystemExit):
+        train.main(tiny_args(mnist_path, tmp_path, "--model", "resnet"))
+    assert os.listdir(tmp_path) == []  # nothing started, nothing written
+
+
+def test_a_run_saved_before_model_and_dataset_existed_resumes(mnist_path, tmp_path):
+    settings = train.resolve_settings(
+        train.build_parser().parse_args(tiny_args(mnist_path, tmp_path))
+    )
+    for key in ("model", "dataset"):
+        del settings[key]
+    run_dir = tmp_path / "old-run"
+    run_dir.mkdir()
+    with open(run_dir / "config.json", "w") as f:
+        json.dump(settings, f)
+    assert train.main(["--resume", str(run_dir)]) == 0
+    with open(run_dir / "metrics.json") as f:
+        metrics = json.load(f)
+    assert metrics["model"] == "capsnet" and metrics["dataset"] == "mnist"
