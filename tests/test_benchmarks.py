@@ -3,6 +3,7 @@
 Speed is never asserted here: `make bench` measures it (benchmarks/README.md).
 """
 
+import json
 import os
 import sys
 
@@ -14,6 +15,7 @@ sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
 import bench_routing  # noqa: E402
 import bench_train  # noqa: E402
+import reference_accuracy  # noqa: E402
 import run_all  # noqa: E402
 
 
@@ -70,3 +72,17 @@ def test_report_rewritten_from_json(tmp_path, tiny_train):
     run_all.main([*args, "--notes-file", str(notes)])
     text = (again / "README.md").read_text()
     assert "fresh notes" in text and "| x |" in text
+
+
+def test_reference_accuracy_tiny(mnist_path, tmp_path):
+    out = tmp_path / "labml.json"
+    flags = ["--data", mnist_path, "--max-train-samples", "200"]
+    flags += ["--max-test-samples", "100", "--out", str(out)]
+    result = reference_accuracy.main(flags)
+    assert result["n_train"] == 200 and result["n_test"] == 100
+    (epoch,) = result["history"]
+    assert 0 <= epoch["test_accuracy"] <= 1 and epoch["images_per_second"] > 0
+    with open(out) as f:
+        assert json.load(f)["history"] == result["history"]
+    with pytest.raises(SystemExit, match="exists"):
+        reference_accuracy.main(flags)  # an old result is never overwritten
