@@ -204,28 +204,34 @@ def test_quick_preset_trains_on_a_balanced_subset_and_paper_on_everything(
     assert train.describe_training_set(5000, 5000, 0) == "5,000 (all)"
 
 
-def test_cnn_baseline_on_fashion_mnist_runs_through_the_same_command(
-    fashion_path, tmp_path, capsys
+@pytest.mark.parametrize(
+    "model, title, parameters",
+    [("capsnet", "CapsNet", 8_215_568), ("cnn", "baseline CNN", 8_214_401)],
+)
+def test_both_models_train_on_fashion_mnist_through_the_same_command(
+    fashion_path, tmp_path, capsys, model, title, parameters
 ):
-    args = tiny_args(fashion_path, tmp_path, "--model", "cnn")
+    args = tiny_args(fashion_path, tmp_path, "--model", model)
     args += ["--dataset", "fashion_mnist"]
     assert train.main(args) == 0
     run_dir = only_run(tmp_path)
-    assert "fashion_mnist-cnn-quick" in os.path.basename(run_dir)
+    assert f"fashion_mnist-{model}-quick" in os.path.basename(run_dir)
     with open(os.path.join(run_dir, "metrics.json")) as f:
         metrics = json.load(f)
-    assert metrics["model"] == "cnn" and metrics["dataset"] == "fashion_mnist"
-    assert metrics["parameters"] == 8_214_401
-    assert metrics["routing_iterations"] is None
+    assert metrics["model"] == model and metrics["dataset"] == "fashion_mnist"
+    assert metrics["parameters"] == parameters
     assert metrics["n_train"] == 100 and metrics["n_train_available"] == 60000
+    has_decoder = model == "capsnet"  # a CNN has no decoder and no routing
+    assert (metrics["routing_iterations"] == 3) == has_decoder
     files = set(os.listdir(run_dir))
     assert ARTIFACTS - {"reconstructions.png"} <= files
-    assert "reconstructions.png" not in files  # a CNN has no decoder
+    assert ("reconstructions.png" in files) == has_decoder
     with open(os.path.join(run_dir, "report.md")) as f:
         text = f.read()
-    assert text.startswith("# baseline CNN on Fashion-MNIST")
-    assert "reconstructions.png" not in text and "routing" not in text
-    assert "baseline CNN on Fashion-MNIST" in capsys.readouterr().out
+    assert text.startswith(f"# {title} on Fashion-MNIST")
+    assert ("reconstructions.png" in text) == has_decoder
+    assert ("routing iterations" in text) == has_decoder
+    assert f"{title} on Fashion-MNIST" in capsys.readouterr().out
     # The evaluator reads the dataset from the run folder.
     flags = ["--data", fashion_path, "--max-test-samples", "60"]
     assert evaluate.main([run_dir, *flags]) == 0
