@@ -59,8 +59,8 @@ def main(argv=None):
     accuracy = float((predictions.argmax(-1) == y_test).mean())
     print(f"Model:    {path}")
     print(f"Backend:  {keras.backend.backend()}")
-    print(f"Data:     {get_dataset(dataset).title} from {origin}, ", end="")
-    print(f"{len(x_test):,} test images")
+    title = get_dataset(dataset).title
+    print(f"Data:     {title} from {origin}, {len(x_test):,} test images")
     print(f"Accuracy: {accuracy:.2%} (error {1 - accuracy:.2%}), {seconds:.1f} s")
     result = {
         "model": path,
