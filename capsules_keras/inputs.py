@@ -141,6 +141,61 @@ def prepare_labels(labels, num_classes, num_images=None, name="y"):
     return labels.astype("int32")
 
 
+def prepare_label_sets(labels, num_classes, per_image, num_images=None, name="y"):
+    """The classes of several objects per image: int32 `(n, per_image)`.
+
+    Each row must name `per_image` DIFFERENT classes in 0..num_classes-1
+    (MultiMNIST's two digits, say).
+
+    >>> prepare_label_sets([[3, 0], [9, 1]], 10, 2)
+    array([[3, 0],
+           [9, 1]], dtype=int32)
+    """
+    labels = _numpy(labels)
+    if labels.ndim != 2 or labels.shape[1] != per_image:
+        raise ValueError(
+            f"`{name}` must hold {per_image} class indices per image, shape "
+            f"(n, {per_image}). Received: {name}.shape={labels.shape}"
+        )
+    flat = prepare_labels(labels.reshape(-1), num_classes, name=name)
+    labels = flat.reshape(labels.shape)
+    if num_images is not None and len(labels) != num_images:
+        raise ValueError(
+            f"`{name}` must have one row of labels per image ({num_images}). "
+            f"Received: {name}.shape={labels.shape}"
+        )
+    ordered = np.sort(labels, axis=1)
+    repeated = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+    if len(repeated):
+        raise ValueError(
+            f"The classes in each row of `{name}` must differ. Received: "
+            f"{len(repeated)} rows with a repeated class, the first at index "
+            f"{repeated[0]}: {labels[repeated[0]].tolist()}"
+        )
+    return labels
+
+
+def prepare_image_sets(images, image_shape, per_image, num_images=None, name="y"):
+    """Several images per example (one per object): float32 `(n, per_image, ...)`.
+
+    Each image goes through `prepare_images`.
+    """
+    images = _numpy(images)
+    if images.ndim < 4 or images.shape[1] != per_image:
+        raise ValueError(
+            f"`{name}` must hold {per_image} images per example, shape "
+            f"(n, {per_image}, {', '.join(map(str, image_shape))}). "
+            f"Received: {name}.shape={images.shape}"
+        )
+    if num_images is not None and len(images) != num_images:
+        raise ValueError(
+            f"`{name}` must have {per_image} images for each of the {num_images} "
+            f"inputs. Received: {name}.shape={images.shape}"
+        )
+    flat = prepare_images(images.reshape(-1, *images.shape[2:]), image_shape, name=name)
+    return flat.reshape(len(images), per_image, *image_shape)
+
+
 def _per_class_rows(rows, name):
     rows = rows.astype("float32")
     low, high = _value_range(rows)

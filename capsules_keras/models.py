@@ -7,9 +7,16 @@ import numpy as np
 from keras import layers, ops
 
 from capsules_keras._checks import check_positive_int, check_positive_number
-from capsules_keras.inputs import is_array, prepare_images, prepare_labels
+from capsules_keras.inputs import (
+    is_array,
+    prepare_image_sets,
+    prepare_images,
+    prepare_label_sets,
+    prepare_labels,
+)
 from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps
 from capsules_keras.losses import MarginLoss, ReconstructionLoss
+from capsules_keras.metrics import MultiLabelAccuracy, k_hot, top_k_classes
 from capsules_keras.ops import dynamic_routing
 
 
@@ -198,6 +205,12 @@ class CapsNet(keras.Model):
         While training the decoder reconstructs from the capsule of the true
         label `y`; when evaluating, from the longest capsule.
         """
+        loss = self._task_loss(x, y, y_pred, sample_weight, training)
+        if self.losses:  # e.g. kernel regularizers, scaled for tf.distribute
+            loss = loss + super().compute_loss(x, y, y_pred, sample_weight, training)
+        return loss
+
+    def _task_loss(self, x, y, y_pred, sample_weight, training):
         loss = self.margin_loss(y, y_pred["lengths"], sample_weight)
         if self.reconstruction_weight:
             labels = y if training else None
@@ -205,8 +218,6 @@ class CapsNet(keras.Model):
             loss = loss + self.reconstruction_weight * self.reconstruction_loss(
                 x, reconstructions, sample_weight
             )
-        if self.losses:  # e.g. kernel regularizers, scaled for tf.distribute
-            loss = loss + super().compute_loss(x, y, y_pred, sample_weight, training)
         return loss
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
@@ -230,8 +241,11 @@ class CapsNet(keras.Model):
                 f"Received: loss={loss!r}"
             )
         if metrics is None:
-            metrics = ["accuracy"]
+            metrics = self._default_metrics()
         super().compile(optimizer=optimizer, metrics=metrics, **kwargs)
+
+    def _default_metrics(self):
+        return ["accuracy"]
 
     def compile_from_config(self, config):
         """Re-compiles a loaded model (Keras skips a custom `compile`).
@@ -254,9 +268,11 @@ class CapsNet(keras.Model):
         """
         if is_array(x):
             x = prepare_images(x, self.image_shape)
-            if is_array(y):
-                y = prepare_labels(y, self.num_classes, len(x))
+            y = self._prepare_targets(y, len(x))
         return x, y
+
+    def _prepare_targets(self, y, num_images):
+        return self._prepare_labels(y, num_images, "y") if is_array(y) else y
 
     def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
         """`keras.Model.fit` after `prepare` of `x, y` and `validation_data`."""
@@ -302,7 +318,7 @@ class CapsNet(keras.Model):
         iterations = routing_iterations or self.routing_iterations
         images = prepare_images(images, self.image_shape, name="images")
         if labels is not None:
-            labels = prepare_labels(labels, self.num_classes, len(images), "labels")
+            labels = self._prepare_labels(labels, len(images), "labels")
         parts = []
         for start in range(0, len(images), batch_size):
             batch = images[start : start + batch_size]
@@ -316,13 +332,35 @@ class CapsNet(keras.Model):
             part = {
                 "lengths": self.length(capsules),
                 "capsules": capsules,
-                "reconstructions": self.reconstruct(capsules, batch_labels),
+                "reconstructions": self._reconstructions(capsules, batch_labels),
                 "coupling": coupling,
             }
             parts.append({k: ops.convert_to_numpy(v) for k, v in part.items()})
         result = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        result["predictions"] = result["lengths"].argmax(-1)
+        result["predictions"] = self.predicted_classes(result["lengths"])
         return result
+
+    def _reconstructions(self, capsules, labels):
+        """What `analyze` shows as the reconstructions of a batch."""
+        return self.reconstruct(capsules, labels)
+
+    def _prepare_labels(self, labels, num_images, name):
+        return prepare_labels(labels, self.num_classes, num_images, name)
+
+    def predicted_classes(self, lengths):
+        """The predicted class of each image: its longest capsule, `(n,)`."""
+        return np.asarray(lengths).argmax(-1)
+
+    def with_routing_iterations(self, iterations):
+        """A copy of this model (same weights) that routes `iterations` times.
+
+        E.g. `model.with_routing_iterations(1).predict(x)` tells how much the
+        routing of a trained model adds over uniform couplings.
+        """
+        config = {**self.get_config(), "routing_iterations": iterations}
+        clone = self.__class__.from_config(config)
+        clone.set_weights(self.get_weights())
+        return clone
 
     def get_config(self):
         config = {
@@ -340,7 +378,144 @@ class CapsNet(keras.Model):
         return {**super().get_config(), **config}
 
 
-def baseline_cnn(image_shape=(28, 28, 1), num_classes=10, dropout_rate=0.5):
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class MultiDigitCapsNet(CapsNet):
+    """CapsNet for images holding several digits of different classes.
+
+    Sabour et al. (2017), section 6 (MultiMNIST): the network is CapsNet's,
+    with every shape derived from the larger image (36x36 for MultiMNIST); the
+    task changes:
+
+    ```
+    lengths = |v|                                          # (b, 10)
+    loss    = margin(T, lengths)                           # T_k = 1 for every digit
+              + 0.0005 * sum_d sum((digit_d - decoder(mask(v, label_d)))^2)
+    predict = the `digits_per_image` longest capsules
+    ```
+
+    Each digit is reconstructed from its own capsule (masked by its true
+    label) and compared with that digit ALONE as it sits in the image, so the
+    decoder learns to separate the overlapping digits. Evaluation masks by the
+    true labels too; `analyze` without labels reconstructs from the longest
+    capsules, as the paper's Figure 5 does.
+
+    Targets `y` (see `capsules_keras.multi_mnist`): a dict with `"labels"`
+    int `(n, digits_per_image)` (different classes per row) and `"digits"`
+    `(n, digits_per_image, *image_shape)`; `evaluate` also accepts the labels
+    alone (then the loss is the margin loss only). Metrics: `exact_match`
+    (all digits among the longest capsules) and `at_least_1`.
+
+    Args:
+        image_shape: `(height, width, channels)`; MultiMNIST's is (36, 36, 1).
+        num_classes: Number of classes.
+        digits_per_image: How many digits each image holds (2).
+        **kwargs: `CapsNet`'s arguments (`routing_iterations`,
+            `conv_filters`, `primary_capsules`, ...).
+
+    >>> MultiDigitCapsNet().count_params()
+    11361808
+
+    Reference: Sabour et al. (2017), section 6 and Figure 5.
+    """
+
+    def __init__(
+        self, image_shape=(36, 36, 1), num_classes=10, digits_per_image=2, **kwargs
+    ):
+        check_positive_int("digits_per_image", digits_per_image)
+        if digits_per_image >= num_classes:
+            raise ValueError(
+                "`digits_per_image` must be smaller than `num_classes` "
+                f"({num_classes}). Received: digits_per_image={digits_per_image}"
+            )
+        super().__init__(image_shape=image_shape, num_classes=num_classes, **kwargs)
+        self.digits_per_image = digits_per_image
+
+    @staticmethod
+    def _split_targets(y):
+        if isinstance(y, dict):
+            return y["labels"], y.get("digits")
+        return y, None
+
+    def _task_loss(self, x, y, y_pred, sample_weight, training):
+        labels, digits = self._split_targets(y)
+        targets = k_hot(labels, self.num_classes, y_pred["lengths"].dtype)
+        loss = self.margin_loss(targets, y_pred["lengths"], sample_weight)
+        if self.reconstruction_weight and digits is not None:
+            for d in range(self.digits_per_image):
+                reconstructions = self.reconstruct(y_pred["capsules"], labels[:, d])
+                loss = loss + self.reconstruction_weight * self.reconstruction_loss(
+                    digits[:, d], reconstructions, sample_weight
+                )
+        return loss
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Metrics see the labels and the capsule lengths."""
+        return super().compute_metrics(x, self._split_targets(y)[0], y_pred)
+
+    def _default_metrics(self):
+        k = self.digits_per_image
+        return [MultiLabelAccuracy(k), MultiLabelAccuracy(k, min_correct=1)]
+
+    def _prepare_labels(self, labels, num_images, name):
+        return prepare_label_sets(
+            labels, self.num_classes, self.digits_per_image, num_images, name
+        )
+
+    def _prepare_targets(self, y, num_images):
+        if isinstance(y, dict):
+            unknown = sorted(set(y) - {"labels", "digits"})
+            if "labels" not in y or unknown:
+                raise ValueError(
+                    "A dict `y` holds 'labels' and optionally 'digits'. "
+                    f"Received: keys {sorted(y)}"
+                )
+            prepared = {"labels": self._prepare_labels(y["labels"], num_images, "y")}
+            if "digits" in y:
+                prepared["digits"] = prepare_image_sets(
+                    y["digits"],
+                    self.image_shape,
+                    self.digits_per_image,
+                    num_images,
+                    "y['digits']",
+                )
+            return prepared
+        return super()._prepare_targets(y, num_images)
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        """`CapsNet.fit`; array targets need the digits unless the loss skips them."""
+        if self.reconstruction_weight and is_array(x) and not isinstance(y, dict):
+            raise ValueError(
+                "MultiDigitCapsNet learns to reconstruct each digit alone: pass "
+                "y={'labels': ..., 'digits': ...} (see "
+                "capsules_keras.multi_mnist), or build it with "
+                f"reconstruction_weight=0. Received: y of type {type(y).__name__}"
+            )
+        return super().fit(x, y, *args, **kwargs)
+
+    def predicted_classes(self, lengths):
+        """The `digits_per_image` longest capsules, longest first, `(n, k)`."""
+        order = np.argsort(-np.asarray(lengths), axis=-1, kind="stable")
+        return order[:, : self.digits_per_image]
+
+    def _reconstructions(self, capsules, labels):
+        """`(n, digits_per_image, *image_shape)`: each digit from its capsule."""
+        if labels is None:
+            labels = top_k_classes(self.length(capsules), self.digits_per_image)
+        return ops.stack(
+            [
+                self.reconstruct(capsules, labels[:, d])
+                for d in range(self.digits_per_image)
+            ],
+            axis=1,
+        )
+
+    def get_config(self):
+        return {**super().get_config(), "digits_per_image": self.digits_per_image}
+
+
+def baseline_cnn(
+    image_shape=(28, 28, 1), num_classes=10, dropout_rate=0.5, multi_label=False
+):
     """A plain CNN with CapsNet's parameter budget, for side-by-side tests.
 
     ```
@@ -364,11 +539,16 @@ def baseline_cnn(image_shape=(28, 28, 1), num_classes=10, dropout_rate=0.5):
         image_shape: `(height, width, channels)` of the input images.
         num_classes: Number of classes.
         dropout_rate: Dropout before the last layer (0 disables it).
+        multi_label: Sigmoid outputs (one independent probability per class,
+            for images holding several objects, e.g. MultiMNIST's two-hot
+            targets) instead of the softmax.
 
     Returns:
         An uncompiled functional `keras.Model` from images to class
         probabilities; compile it with e.g.
-        `loss="sparse_categorical_crossentropy", metrics=["accuracy"]`.
+        `loss="sparse_categorical_crossentropy", metrics=["accuracy"]`
+        (`multi_label=True`: `loss="binary_crossentropy"`,
+        `metrics=[capsules_keras.metrics.MultiLabelAccuracy(2)]`).
 
     >>> baseline_cnn().count_params()
     8214401
@@ -392,5 +572,6 @@ def baseline_cnn(image_shape=(28, 28, 1), num_classes=10, dropout_rate=0.5):
     x = layers.Dense(1143, activation="relu", name="fc1")(x)
     x = layers.Dense(192, activation="relu", name="fc2")(x)
     x = layers.Dropout(dropout_rate, name="dropout")(x)
-    probabilities = layers.Dense(num_classes, activation="softmax", name="softmax")(x)
+    activation = "sigmoid" if multi_label else "softmax"
+    probabilities = layers.Dense(num_classes, activation=activation, name=activation)(x)
     return keras.Model(images, probabilities, name="baseline_cnn")

@@ -77,6 +77,7 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
     assert metrics["n_train"] == 100 and metrics["n_test"] == 60
     assert metrics["n_train_available"] == 5000
     assert metrics["model"] == "capsnet" and metrics["dataset"] == "mnist"
+    assert metrics["conv_filters"] == 256 and metrics["reconstruction_weight"] == 5e-4
     assert metrics["parameters"] == 8_215_568
     assert 0 <= metrics["test_accuracy"] <= 1
     assert metrics["test_error"] == pytest.approx(1 - metrics["test_accuracy"])
@@ -255,7 +256,7 @@ def test_a_run_saved_before_model_and_dataset_existed_resumes(mnist_path, tmp_pa
     settings = train.resolve_settings(
         train.build_parser().parse_args(tiny_args(mnist_path, tmp_path))
     )
-    for key in ("model", "dataset"):
+    for key in train.SAVED_BEFORE:  # settings that config.json lacked then
         del settings[key]
     run_dir = tmp_path / "old-run"
     run_dir.mkdir()
@@ -265,3 +266,84 @@ def test_a_run_saved_before_model_and_dataset_existed_resumes(mnist_path, tmp_pa
     with open(run_dir / "metrics.json") as f:
         metrics = json.load(f)
     assert metrics["model"] == "capsnet" and metrics["dataset"] == "mnist"
+    assert metrics["conv_filters"] == 256 and metrics["reconstruction_weight"] == 5e-4
+
+
+@pytest.mark.parametrize(
+    "model, figure", [("capsnet", "overlapping_digits.png"), ("cnn", None)]
+)
+def test_both_models_train_on_overlapping_digits(
+    mnist_path, tmp_path, capsys, model, figure
+):
+    args = tiny_args(mnist_path, tmp_path, "--model", model, "--validate")
+    args += ["--dataset", "multi_mnist", "--pairs-per-epoch", "60"]
+    if model == "capsnet":
+        args += ["--conv-filters", "16", "--primary-capsules", "4"]
+    assert train.main(args) == 0
+    run_dir = only_run(tmp_path)
+    assert f"multi_mnist-{model}-quick" in os.path.basename(run_dir)
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["n_test"] == 60  # fixed test pairs, not test digits
+    assert metrics["pairs_per_epoch"] == 60 and metrics["n_train"] == 100
+    exact = metrics["test_accuracy"]
+    at_least_one = metrics["test_accuracy_at_least_one"]
+    assert 0 <= exact <= at_least_one <= 1
+    history = train.read_history(os.path.join(run_dir, "history.csv"))
+    assert {"exact_match", "at_least_1", "val_exact_match"} <= set(history)
+    files = set(os.listdir(run_dir))
+    assert {"model.keras", "training_curves.png", "report.md"} <= files
+    assert "confusion_matrix.png" not in files
+    assert ("overlapping_digits.png" in files) == (figure is not None)
+    with open(os.path.join(run_dir, "report.md")) as f:
+        text = f.read()
+    assert "| both digits right |" in text and "| at least one right |" in text
+    assert "fresh pairs drawn from 100" in text
+    out = capsys.readouterr().out
+    assert "60 fixed test pairs" in out and "At least one right" in out
+    # The evaluator rebuilds the same fixed test pairs from the run's dataset.
+    flags = ["--data", mnist_path, "--max-test-samples", "60"]
+    assert evaluate.main([run_dir, *flags]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["dataset"] == "multi_mnist"
+    assert result["test_accuracy"] == pytest.approx(exact)
+    assert result["test_accuracy_at_least_one"] == pytest.approx(at_least_one)
+    if model == "capsnet":
+        assert evaluate.main([run_dir, *flags, "--routing-iterations", "1"]) == 0
+        result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert result["routing_iterations"] == 1
+    else:
+        with pytest.raises(SystemExit, match="needs a CapsNet"):
+            evaluate.main([run_dir, *flags, "--routing-iterations", "1"])
+
+
+def test_multi_mnist_presets(mnist_path):
+    def settings(*flags):
+        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+
+    quick = settings("--dataset", "multi_mnist")
+    preset = train.DATASET_PRESETS["multi_mnist"]["quick"]
+    assert {k: quick[k] for k in preset} == preset
+    assert quick["max_train_samples"] == 5000  # digits, as for MNIST
+    paper = settings("--dataset", "multi_mnist", "--preset", "paper")
+    assert (paper["conv_filters"], paper["primary_capsules"]) == (256, 32)
+    assert paper["pairs_per_epoch"] == 60_000 and paper["max_train_samples"] is None
+    assert settings("--dataset", "mnist")["pairs_per_epoch"] is None
+    cnn = settings("--dataset", "multi_mnist", "--model", "cnn")
+    assert cnn["conv_filters"] is None and cnn["reconstruction_weight"] is None
+    assert settings("--reconstruction-weight", "0")["reconstruction_weight"] == 0
+
+
+@pytest.mark.parametrize(
+    "flags, match",
+    [
+        (["--pairs-per-epoch", "10"], "--dataset multi_mnist only"),
+        (["--model", "cnn", "--conv-filters", "8"], "--model capsnet only"),
+        (["--model", "cnn", "--reconstruction-weight", "0"], "--model capsnet only"),
+        (["--reconstruction-weight", "-1"], "must be >= 0"),
+    ],
+)
+def test_task_flags_are_checked(mnist_path, tmp_path, flags, match):
+    with pytest.raises(SystemExit, match=match):
+        train.main(tiny_args(mnist_path, tmp_path, *flags))
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,105 @@
+"""Accuracy when an image holds several objects (MultiMNIST's two digits).
+
+The prediction is the set of the `k` highest class scores (capsule lengths,
+or sigmoid outputs); `k` is the number of objects in the image (2 for
+MultiMNIST). With `min_correct=k` a pair counts only if both are right (the
+paper's exact match); with `min_correct=1`, if at least one is.
+"""
+
+import keras
+from keras import ops
+
+from capsules_keras._checks import check_positive_int
+
+
+def top_k_classes(scores, k):
+    """The `k` highest-scoring classes per row, highest first: `(n, k)` int."""
+    return ops.top_k(ops.convert_to_tensor(scores), k, sorted=True)[1]
+
+
+def k_hot(labels, num_classes, dtype="float32"):
+    """`(n, num_classes)` rows with a 1 at each class of `labels` `(n, k)`.
+
+    Rows of `num_classes` values (already k-hot) are returned cast.
+    """
+    labels = ops.convert_to_tensor(labels)
+    if len(labels.shape) == 2 and labels.shape[-1] == num_classes:
+        return ops.cast(labels, dtype)
+    return ops.sum(ops.one_hot(ops.cast(labels, "int32"), num_classes, dtype=dtype), 1)
+
+
+def correct_in_top_k(y_true, scores, k):
+    """How many of the true classes are among the `k` highest scores, `(n,)`.
+
+    Args:
+        y_true: k-hot rows `(n, num_classes)`, or class indices `(n, k)`.
+        scores: `(n, num_classes)`.
+        k: How many classes each image holds.
+    """
+    scores = ops.convert_to_tensor(scores)
+    num_classes = scores.shape[-1]
+    predicted = k_hot(top_k_classes(scores, k), num_classes, scores.dtype)
+    targets = k_hot(y_true, num_classes, scores.dtype)
+    return ops.sum(predicted * targets, axis=-1)
+
+
+def multi_label_accuracy(y_true, y_pred, k=2, min_correct=None):
+    """1.0 where at least `min_correct` (default: all `k`) classes are right."""
+    min_correct = k if min_correct is None else min_correct
+    correct = correct_in_top_k(y_true, y_pred, k)
+    return ops.cast(correct >= min_correct - 0.5, "float32")
+
+
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class MultiLabelAccuracy(keras.metrics.MeanMetricWrapper):
+    """Share of images whose `k` top-scoring classes hold `min_correct` right.
+
+    `y_true` are k-hot rows `(n, num_classes)` or class indices `(n, k)`;
+    `y_pred` the class scores `(n, num_classes)`.
+
+    Args:
+        k: Objects per image (2 for MultiMNIST).
+        min_correct: How many of them must be among the top `k` (default
+            `k`: exact match; 1: at least one right).
+        name: Metric name.
+        dtype: Metric dtype.
+
+    >>> metric = MultiLabelAccuracy(k=2)
+    >>> metric.update_state([[0, 1], [2, 3]], [[.9, .8, .1, .0], [.0, .3, .9, .2]])
+    >>> float(metric.result())
+    0.5
+    """
+
+    def __init__(self, k=2, min_correct=None, name=None, dtype=None):
+        check_positive_int("k", k)
+        min_correct = k if min_correct is None else min_correct
+        check_positive_int("min_correct", min_correct)
+        if min_correct > k:
+            raise ValueError(
+                f"`min_correct` must be at most k={k}. Received: min_correct="
+                f"{min_correct}"
+            )
+        if name is None:
+            name = "exact_match" if min_correct == k else f"at_least_{min_correct}"
+        super().__init__(
+            multi_label_accuracy, name=name, dtype=dtype, k=k, min_correct=min_correct
+        )
+        self.k = k
+        self.min_correct = min_correct
+
+    def get_config(self):
+        return {
+            "k": self.k,
+            "min_correct": self.min_correct,
+            "name": self.name,
+            "dtype": self.dtype,
+        }
+
+
+__all__ = [
+    "MultiLabelAccuracy",
+    "correct_in_top_k",
+    "k_hot",
+    "multi_label_accuracy",
+    "top_k_classes",
+]
