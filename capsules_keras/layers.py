@@ -10,10 +10,14 @@ from keras import initializers, layers, ops
 from capsules_keras._checks import check_positive_int, check_positive_number, check_rank
 from capsules_keras.ops import (
     EPSILON,
+    check_routing,
     conv2d_patches,
+    dynamic_routing,
+    inverted_dot_product_routing,
     labels_to_one_hot,
     route_votes,
     safe_norm,
+    self_attention_routing,
     squash,
     vote_layout,
 )
@@ -201,22 +205,37 @@ class PrimaryCaps(layers.Layer):
 
 @register
 class DigitCaps(layers.Layer):
-    """A capsule layer with dynamic routing between its inputs and outputs.
+    """A capsule layer with routing between its inputs and outputs.
 
     ```
     u_hat[b,i,j,m] = sum_n kernel[i,j,n,m] * u[b,i,n]
-    v = dynamic_routing(u_hat, routing_iterations)
+    v = dynamic_routing(u_hat, routing_iterations)     # routing="dynamic"
     ```
 
     Every child capsule `i` predicts every parent `j` through its own matrix
-    `kernel[i, j]`; routing by agreement then decides how much of each
-    prediction reaches each parent (see `capsules_keras.ops.dynamic_routing`).
+    `kernel[i, j]`; routing then decides how much of each prediction reaches
+    each parent. `routing` picks the algorithm (`capsules_keras.ops`):
+
+    - `"dynamic"` (default): routing by agreement, Sabour et al. (2017),
+      `dynamic_routing`; 3 iterations.
+    - `"self_attention"`: Mazzia et al. (2021), `self_attention_routing`:
+      one pass, couplings from the agreement of each vote with all votes,
+      plus learned priors (weight `priors`, `(in_capsules, num_capsules)`).
+    - `"inverted_dot_product"`: Tsai et al. (2020),
+      `inverted_dot_product_routing`: parents start from zero, children
+      agree with the layer-normalised parent poses (gain and bias weights
+      `pose_scale`, `pose_offset`); 3 iterations.
+
+    Every algorithm outputs squashed capsules (their lengths are class
+    probabilities) and the same coupling coefficients with
+    `return_coupling`.
 
     Args:
         num_capsules: Number of output (parent) capsules, e.g. 10 digits.
         capsule_dim: Dimension of each output capsule. The paper uses 16.
-        routing_iterations: Number of routing iterations, at least 1. The
-            paper uses 3.
+        routing_iterations: Number of routing iterations, at least 1; None
+            takes the algorithm's default (3, the paper's, for dynamic
+            routing; self-attention routing takes only 1).
         kernel_initializer: Initializer of `kernel`. The default is a normal
             distribution with standard deviation 0.05 (see the comment at
             `DEFAULT_KERNEL_INITIALIZER`).
@@ -227,6 +246,7 @@ class DigitCaps(layers.Layer):
             procedure). Off by default.
         return_coupling: If True, the layer returns `(v, c)` where `c` are the
             coupling coefficients of the last routing iteration.
+        routing: `"dynamic"`, `"self_attention"` or `"inverted_dot_product"`.
 
     Input shape:
         `(batch_size, in_capsules, in_dim)`.
@@ -263,21 +283,27 @@ class DigitCaps(layers.Layer):
         self,
         num_capsules=10,
         capsule_dim=16,
-        routing_iterations=3,
+        routing_iterations=None,
         kernel_initializer=None,
         kernel_regularizer=None,
         kernel_constraint=None,
         stop_gradient_votes=False,
         return_coupling=False,
+        routing="dynamic",
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_capsules", num_capsules)
         check_positive_int("capsule_dim", capsule_dim)
-        check_positive_int("routing_iterations", routing_iterations)
+        self.routing_iterations = check_routing(routing, routing_iterations)
+        if stop_gradient_votes and routing != "dynamic":
+            raise ValueError(
+                "`stop_gradient_votes` applies to dynamic routing only. "
+                f"Received: routing={routing!r}, stop_gradient_votes=True"
+            )
+        self.routing = routing
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
-        self.routing_iterations = routing_iterations
         self.kernel_initializer = initializers.get(
             kernel_initializer or self.DEFAULT_KERNEL_INITIALIZER
         )
@@ -312,6 +338,19 @@ class DigitCaps(layers.Layer):
             regularizer=self.kernel_regularizer,
             constraint=self.kernel_constraint,
         )
+        if self.routing == "self_attention":
+            self.priors = self.add_weight(
+                name="priors",
+                shape=(in_capsules, self.num_capsules),
+                initializer="zeros",
+            )
+        if self.routing == "inverted_dot_product":
+            self.pose_scale = self.add_weight(
+                name="pose_scale", shape=(self.capsule_dim,), initializer="ones"
+            )
+            self.pose_offset = self.add_weight(
+                name="pose_offset", shape=(self.capsule_dim,), initializer="zeros"
+            )
 
     def votes(self, inputs):
         """The predictions `u_hat` of every input capsule for every output one.
@@ -331,8 +370,37 @@ class DigitCaps(layers.Layer):
         # u_hat[b,i,j,m] = sum_n W[i,j,n,m] u[b,i,n]
         return ops.einsum("ijnm,bin->bijm", kernel, inputs)  # (b, i, j, m)
 
+    def route(self, u_hat, routing_iterations=None, return_coupling=None):
+        """Routes votes `(batch_size, in_capsules, num_capsules, capsule_dim)`.
+
+        Args:
+            u_hat: Votes, e.g. from `votes()`.
+            routing_iterations: Iterations instead of the layer's own.
+            return_coupling: Also return the couplings (default: the layer's
+                `return_coupling`).
+
+        Returns:
+            `v`, or `(v, c)`, as the layer's call does.
+        """
+        iterations = check_routing(
+            self.routing, routing_iterations or self.routing_iterations
+        )
+        if return_coupling is None:
+            return_coupling = self.return_coupling
+        if self.routing == "self_attention":
+            return self_attention_routing(u_hat, self.priors, return_coupling)
+        if self.routing == "inverted_dot_product":
+            return inverted_dot_product_routing(
+                u_hat, iterations, self.pose_scale, self.pose_offset, return_coupling
+            )
+        return dynamic_routing(
+            u_hat, iterations, self.stop_gradient_votes, return_coupling
+        )
+
     def call(self, inputs):
         self._input_capsules(inputs.shape)
+        if self.routing != "dynamic":
+            return self.route(self.votes(inputs))
         # The votes go straight into the memory layout that routes fastest on
         # this backend (see capsules_keras.ops.vote_layout); `votes()` gives
         # them in the paper's (b, i, j, m) order.
@@ -364,6 +432,7 @@ class DigitCaps(layers.Layer):
             "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
             "stop_gradient_votes": self.stop_gradient_votes,
             "return_coupling": self.return_coupling,
+            "routing": self.routing,
         }
         return {**base_config, **config}
 

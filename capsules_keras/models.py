@@ -17,7 +17,7 @@ from capsules_keras.inputs import (
 from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps
 from capsules_keras.losses import MarginLoss, ReconstructionLoss
 from capsules_keras.metrics import MultiLabelAccuracy, k_hot, top_k_classes
-from capsules_keras.ops import dynamic_routing
+from capsules_keras.ops import check_routing
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
@@ -62,7 +62,8 @@ class CapsNet(keras.Model):
     Args:
         image_shape: `(height, width, channels)` of the input images.
         num_classes: Number of classes, one digit capsule each.
-        routing_iterations: Routing iterations in `DigitCaps`. The paper uses 3.
+        routing_iterations: Routing iterations in `DigitCaps`; None takes the
+            routing algorithm's default (3 for dynamic routing, the paper's).
         reconstruction_weight: Weight of the per-image sum of squared
             reconstruction errors in the loss (0.0005 in the paper, i.e.
             0.392 x the mean squared error for 28x28 images). 0 disables the
@@ -73,6 +74,8 @@ class CapsNet(keras.Model):
         primary_dim: Dimension of the primary capsules (8).
         digit_dim: Dimension of the digit capsules (16).
         decoder_units: Hidden layer sizes of the decoder ((512, 1024)).
+        routing: The routing algorithm of `DigitCaps`: `"dynamic"` (the
+            paper's), `"self_attention"` or `"inverted_dot_product"`.
         **kwargs: Passed to `keras.Model` (e.g. `name`).
 
     >>> model = CapsNet()
@@ -86,7 +89,7 @@ class CapsNet(keras.Model):
         self,
         image_shape=(28, 28, 1),
         num_classes=10,
-        routing_iterations=3,
+        routing_iterations=None,
         reconstruction_weight=0.0005,
         conv_filters=256,
         kernel_size=9,
@@ -94,6 +97,7 @@ class CapsNet(keras.Model):
         primary_dim=8,
         digit_dim=16,
         decoder_units=(512, 1024),
+        routing="dynamic",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -125,7 +129,8 @@ class CapsNet(keras.Model):
             )
         self.image_shape = image_shape
         self.num_classes = num_classes
-        self.routing_iterations = routing_iterations
+        self.routing_iterations = check_routing(routing, routing_iterations)
+        self.routing = routing
         self.reconstruction_weight = reconstruction_weight
         self.conv_filters = conv_filters
         self.kernel_size = kernel_size
@@ -143,8 +148,9 @@ class CapsNet(keras.Model):
         self.digit_caps = DigitCaps(
             num_classes,
             digit_dim,
-            routing_iterations=routing_iterations,
+            routing_iterations=self.routing_iterations,
             return_coupling=True,
+            routing=routing,
             name="digit_caps",
         )
         # Under mixed precision the outputs the losses see stay float32.
@@ -323,7 +329,7 @@ class CapsNet(keras.Model):
         for start in range(0, len(images), batch_size):
             batch = images[start : start + batch_size]
             u = self.primary_caps(self.conv(batch))
-            capsules, coupling = dynamic_routing(
+            capsules, coupling = self.digit_caps.route(
                 self.digit_caps.votes(u), iterations, return_coupling=True
             )
             batch_labels = (
@@ -374,6 +380,7 @@ class CapsNet(keras.Model):
             "primary_dim": self.primary_dim,
             "digit_dim": self.digit_dim,
             "decoder_units": self.decoder_units,
+            "routing": self.routing,
         }
         return {**super().get_config(), **config}
 

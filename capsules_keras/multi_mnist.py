@@ -86,8 +86,9 @@ def place_digits(digits, shifts, canvas_size=CANVAS_SIZE):
     Returns:
         `(n, canvas_size, canvas_size, channels)`, same dtype.
 
-    >>> place_digits(np.ones((1, 28, 28, 1)), [[4, -4]])[0, :, :, 0].sum(axis=0)[:9]
-    array([28., 28., 28., 28., 28., 28., 28., 28.,  0.])
+    >>> placed = place_digits(np.ones((1, 28, 28, 1)), [[4, -4]])[0, :, :, 0]
+    >>> placed.sum(axis=0)[25:30]  # columns 0..27: moved 4 to the left
+    array([28., 28., 28.,  0.,  0.])
     """
     digits = np.asarray(digits)
     shifts = np.asarray(shifts, dtype=int)

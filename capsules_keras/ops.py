@@ -10,6 +10,7 @@ numerically delicate parts -- the squared norm in `squash` and the routing
 softmax -- in float32 and casting back.
 """
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -218,12 +219,7 @@ def dynamic_routing(
         precision).
     """
     check_positive_int("iterations", iterations)
-    u_hat = ops.convert_to_tensor(u_hat)
-    if len(u_hat.shape) != 4:
-        raise ValueError(
-            "`u_hat` must have rank 4: (batch_size, in_capsules, out_capsules, "
-            f"out_dim). Received: u_hat.shape={tuple(u_hat.shape)}"
-        )
+    u_hat = _check_votes(u_hat)
     layout = vote_layout()
     return route_votes(
         ops.transpose(u_hat, layout.permutation),
@@ -273,6 +269,155 @@ def route_votes(votes, layout, iterations, stop_gradient_votes, return_coupling)
     # The coupling in this layout -> (b, i, j).
     inverse = [layout.permutation.index(axis) for axis in range(3)]
     return v, ops.transpose(c, inverse)
+
+
+#: The routing algorithms of `DigitCaps(routing=...)`, with their default
+#: number of iterations: Sabour et al.'s 3; self-attention routing is one
+#: pass; 3 for inverted dot-product attention (one uniform pass, then the 2
+#: refinements of Tsai et al.'s code default).
+ROUTINGS = {"dynamic": 3, "self_attention": 1, "inverted_dot_product": 3}
+
+
+def check_routing(routing, iterations=None):
+    """The iteration count for `routing` (its default for None), checked."""
+    if routing not in ROUTINGS:
+        raise ValueError(
+            f"`routing` must be one of {sorted(ROUTINGS)}. "
+            f"Received: routing={routing!r}"
+        )
+    if iterations is None:
+        return ROUTINGS[routing]
+    check_positive_int("routing_iterations", iterations)
+    if routing == "self_attention" and iterations != 1:
+        raise ValueError(
+            "Self-attention routing is one pass, not iterative: use "
+            f"routing_iterations=1 (or None). Received: routing_iterations={iterations}"
+        )
+    return iterations
+
+
+def _check_votes(u_hat):
+    u_hat = ops.convert_to_tensor(u_hat)
+    if len(u_hat.shape) != 4:
+        raise ValueError(
+            "`u_hat` must have rank 4: (batch_size, in_capsules, out_capsules, "
+            f"out_dim). Received: u_hat.shape={tuple(u_hat.shape)}"
+        )
+    return u_hat
+
+
+def _route_with(u_hat, c):
+    """s[b,j,m] = sum_i c[b,i,j] u_hat[b,i,j,m], in the votes' dtype."""
+    return ops.einsum("bij,bijm->bjm", ops.cast(c, u_hat.dtype), u_hat)
+
+
+def _agreement(u_hat, poses):
+    """a[b,i,j] = sum_m u_hat[b,i,j,m] poses[b,j,m], in float32."""
+    return ops.einsum(
+        "bijm,bjm->bij", _float32_if_reduced(u_hat), _float32_if_reduced(poses)
+    )
+
+
+def self_attention_routing(u_hat, priors=None, return_coupling=False):
+    """Self-attention routing (Mazzia et al. 2021, Efficient-CapsNet): one pass.
+
+    ```
+    A[b,i,j] = u_hat[b,i,j,:] . sum_k u_hat[b,k,j,:] / sqrt(out_dim)
+    c[b,i,j] = softmax over j of A[b,i,:]      # each child's couplings sum to 1
+    s[b,j,m] = sum_i (c[b,i,j] + B[i,j]) * u_hat[b,i,j,m]
+    v[b,j,m] = squash(s[b,j,:])[m]
+    ```
+
+    `A` sums the self-attention matrix of the votes over its second child
+    index: how much child `i`'s vote for parent `j` agrees with all votes
+    for `j`, scaled as in dot-product attention. `B` are learned priors
+    ("log priors" in the paper), added to the couplings as the paper's
+    equation does.
+
+    Args:
+        u_hat: Votes `(batch_size, in_capsules, out_capsules, out_dim)`.
+        priors: Optional `B` of shape `(in_capsules, out_capsules)`.
+        return_coupling: Also return `c` (float32), `(batch_size,
+            in_capsules, out_capsules)`.
+
+    Returns:
+        `v` `(batch_size, out_capsules, out_dim)`, and `c` if asked.
+
+    Reference: Mazzia, Salvetti & Chiaberge (2021), "Efficient-CapsNet:
+    capsule network with self-attention routing", section 3.2.
+    """
+    u_hat = _check_votes(u_hat)
+    total = ops.sum(u_hat, axis=1)  # sum_k u_hat[b,k,j,:], (b, j, m)
+    attention = _agreement(u_hat, total) / math.sqrt(u_hat.shape[-1])
+    c = ops.softmax(attention, axis=2)  # over the parents j
+    weights = c if priors is None else c + ops.cast(priors, c.dtype)
+    v = squash(_route_with(u_hat, weights))
+    return (v, c) if return_coupling else v
+
+
+def layer_norm(x, scale=None, offset=None, epsilon=1e-5):
+    """Layer normalisation over the last axis (float32 inside).
+
+    `(x - mean(x)) / sqrt(var(x) + epsilon) * scale + offset`
+    """
+    x = ops.convert_to_tensor(x)
+    x32 = _float32_if_reduced(x)
+    mean = ops.mean(x32, axis=-1, keepdims=True)
+    variance = ops.mean(ops.square(x32 - mean), axis=-1, keepdims=True)
+    y = (x32 - mean) / ops.sqrt(variance + epsilon)
+    if scale is not None:
+        y = y * ops.cast(scale, y.dtype)
+    if offset is not None:
+        y = y + ops.cast(offset, y.dtype)
+    return ops.cast(y, x.dtype)
+
+
+def inverted_dot_product_routing(
+    u_hat, iterations=3, scale=None, offset=None, return_coupling=False
+):
+    """Inverted dot-product attention routing (Tsai et al. 2020).
+
+    ```
+    p[b,j,m] = 0                                # the parents start from zero
+    repeat `iterations` times:
+        a[b,i,j] = sum_m u_hat[b,i,j,m] * p[b,j,m]
+        c[b,i,j] = softmax over j of a[b,i,:]   # uniform in the first pass
+        s[b,j,m] = sum_i c[b,i,j] * u_hat[b,i,j,m]
+        p[b,j,:] = LayerNorm(s[b,j,:]) * scale + offset
+    v[b,j,:] = squash(s[b,j,:])
+    ```
+
+    The parents' layer-normalised poses `p` are what the children agree
+    with; all parents update at once from the previous poses (the paper's
+    concurrent routing, for one routed layer). The output is the squashed
+    `s` of the last pass, so that a capsule's length stays a class
+    probability for the margin loss -- Tsai et al. classify from the poses
+    with a linear layer instead.
+
+    Args:
+        u_hat: Votes `(batch_size, in_capsules, out_capsules, out_dim)`.
+        iterations: Passes `>= 1`; 1 is uniform couplings.
+        scale, offset: Optional LayerNorm gain and bias `(out_dim,)`.
+        return_coupling: Also return `c` of the last pass (float32).
+
+    Returns:
+        `v` `(batch_size, out_capsules, out_dim)`, and `c` if asked.
+
+    Reference: Tsai, Srivastava, Goh & Salakhutdinov (2020), "Capsules with
+    inverted dot-product attention routing", ICLR, Procedure 1.
+    """
+    check_positive_int("iterations", iterations)
+    u_hat = _check_votes(u_hat)
+    num_parents = u_hat.shape[2]
+    # p = 0 gives a = 0 and the uniform coupling c = 1 / num_parents.
+    c = ops.full_like(u_hat[..., 0], 1.0 / num_parents, dtype="float32")
+    s = _route_with(u_hat, c)  # (b, j, m)
+    for _ in range(iterations - 1):
+        poses = layer_norm(s, scale, offset)
+        c = ops.softmax(_agreement(u_hat, poses), axis=2)  # over the parents j
+        s = _route_with(u_hat, c)
+    v = squash(s)
+    return (v, c) if return_coupling else v
 
 
 def conv2d_patches(x, kernel, strides=1, padding="valid"):

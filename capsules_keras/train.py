@@ -36,6 +36,7 @@ from capsules_keras.distribution import data_parallel, single_device
 from capsules_keras.metrics import MultiLabelAccuracy, correct_in_top_k
 from capsules_keras.models import CapsNet, MultiDigitCapsNet, baseline_cnn
 from capsules_keras.multi_mnist import MultiMNISTBatches, as_targets, fixed_test_set
+from capsules_keras.ops import ROUTINGS, check_routing
 
 PRESETS = {
     # Full paper architecture, short schedule: well inside 10 minutes on 2
@@ -152,6 +153,7 @@ def build_capsnet(image_shape, dataset, settings):
     kwargs = {
         "image_shape": image_shape,
         "num_classes": dataset.num_classes,
+        "routing": settings["routing"],
         "routing_iterations": settings["routing_iterations"],
         "reconstruction_weight": settings["reconstruction_weight"],
         "conv_filters": settings["conv_filters"],
@@ -193,10 +195,15 @@ SAVED_BEFORE = {
     "conv_filters": 256,
     "primary_capsules": 32,
     "reconstruction_weight": 0.0005,
+    "routing": "dynamic",
 }
 
 #: Flags that only `--model capsnet` takes, with the paper's value.
-CAPSNET_DEFAULTS = {"routing_iterations": 3, "reconstruction_weight": 0.0005}
+CAPSNET_DEFAULTS = {
+    "routing": "dynamic",
+    "routing_iterations": None,  # the routing algorithm's default
+    "reconstruction_weight": 0.0005,
+}
 
 
 def positive_int(text):
@@ -227,9 +234,15 @@ def build_parser():
         "--lr-decay", type=float, help="learning-rate factor per epoch (1 = none)"
     )
     parser.add_argument(
+        "--routing",
+        choices=sorted(ROUTINGS),
+        help="routing algorithm of --model capsnet (default dynamic, the paper's)",
+    )
+    parser.add_argument(
         "--routing-iterations",
         type=positive_int,
-        help="routing iterations of --model capsnet (default 3, the paper's)",
+        help="routing iterations of --model capsnet (default: the algorithm's; "
+        "3 for dynamic routing, the paper's)",
     )
     parser.add_argument(
         "--reconstruction-weight",
@@ -332,8 +345,7 @@ def resolve_settings(args):
     for key in (
         "model",
         "dataset",
-        "routing_iterations",
-        "reconstruction_weight",
+        *CAPSNET_DEFAULTS,
         "data",
         "max_test_samples",
         "seed",
@@ -358,10 +370,14 @@ def resolve_settings(args):
                 f"{flag} applies to --model capsnet only. "
                 f"Received: --model {args.model} {flag} {value}"
             )
-    for key, default in CAPSNET_DEFAULTS.items():
-        if args.model == "capsnet" and settings[key] is None:
-            settings[key] = default
-    if args.model != "capsnet":  # the presets' CapsNet sizes do not apply
+    if args.model == "capsnet":
+        for key, default in CAPSNET_DEFAULTS.items():
+            if settings[key] is None:
+                settings[key] = default
+        settings["routing_iterations"] = check_routing(
+            settings["routing"], settings["routing_iterations"]
+        )
+    else:  # the presets' CapsNet sizes do not apply
         settings["conv_filters"] = settings["primary_capsules"] = None
     if (
         get_dataset(args.dataset).digits_per_image == 1
@@ -644,6 +660,7 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
         "training_set": source["training_set"],
         "pairs_per_epoch": settings["pairs_per_epoch"],
         "n_test": len(x_test),
+        "routing": settings["routing"],
         "routing_iterations": settings["routing_iterations"],
         "reconstruction_weight": settings["reconstruction_weight"],
         "conv_filters": settings["conv_filters"],
@@ -801,7 +818,10 @@ def report(metrics, figures=FIGURE_TITLES):
         f"| augmentation | {'random shifts' if metrics['augment'] else 'none'} |",
         f"| precision | {metrics['dtype_policy']} |",
         *(
-            [f"| routing iterations | {metrics['routing_iterations']} |"]
+            [
+                f"| routing | {metrics.get('routing', 'dynamic')}, "
+                f"{metrics['routing_iterations']} iterations |"
+            ]
             if metrics["routing_iterations"]
             else []
         ),
@@ -856,7 +876,7 @@ def main(argv=None):
             settings = {**SAVED_BEFORE, **json.load(f)}
         if settings["model"] != "capsnet":
             settings.update(conv_filters=None, primary_capsules=None)
-            settings["reconstruction_weight"] = None
+            settings.update(reconstruction_weight=None, routing=None)
         print(f"Resuming {run_dir} from its last finished epoch")
     else:
         run_dir = None

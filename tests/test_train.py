@@ -231,7 +231,7 @@ def test_both_models_train_on_fashion_mnist_through_the_same_command(
         text = f.read()
     assert text.startswith(f"# {title} on Fashion-MNIST")
     assert ("reconstructions.png" in text) == has_decoder
-    assert ("routing iterations" in text) == has_decoder
+    assert ("| routing | dynamic, 3 iterations |" in text) == has_decoder
     assert f"{title} on Fashion-MNIST" in capsys.readouterr().out
     # The evaluator reads the dataset from the run folder.
     flags = ["--data", fashion_path, "--max-test-samples", "60"]
@@ -347,3 +347,30 @@ def test_task_flags_are_checked(mnist_path, tmp_path, flags, match):
     with pytest.raises(SystemExit, match=match):
         train.main(tiny_args(mnist_path, tmp_path, *flags))
     assert os.listdir(tmp_path) == []
+
+
+def test_routing_flag_swaps_the_routing_of_capsnet(mnist_path, tmp_path):
+    def settings(*flags):
+        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+
+    assert settings()["routing"] == "dynamic" and settings()["routing_iterations"] == 3
+    attention = settings("--routing", "self_attention")
+    assert attention["routing_iterations"] == 1  # one pass
+    assert settings("--model", "cnn")["routing"] is None
+    with pytest.raises(SystemExit, match="one pass"):
+        train.main(
+            tiny_args(mnist_path, tmp_path, "--routing", "self_attention")
+            + ["--routing-iterations", "3"]
+        )
+    with pytest.raises(SystemExit, match="--model capsnet only"):
+        cnn = ["--model", "cnn", "--routing", "dynamic"]
+        train.main(tiny_args(mnist_path, tmp_path, *cnn))
+    assert os.listdir(tmp_path) == []
+    args = tiny_args(mnist_path, tmp_path, "--routing", "inverted_dot_product")
+    assert train.main(args + ["--conv-filters", "16", "--primary-capsules", "4"]) == 0
+    with open(os.path.join(only_run(tmp_path), "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["routing"] == "inverted_dot_product"
+    assert metrics["routing_iterations"] == 3 and metrics["conv_filters"] == 16
+    model = keras.saving.load_model(os.path.join(only_run(tmp_path), "model.keras"))
+    assert model.routing == "inverted_dot_product"
