@@ -155,43 +155,51 @@ SMALL = {"conv_filters": 8, "primary_capsules": 2, "decoder_units": (16,)}
 LOAD_SCRIPT = """
 import sys, numpy as np, keras
 import capsules_keras
-model = keras.saving.load_model(sys.argv[1])
-np.save(sys.argv[3], model.predict(np.load(sys.argv[2]), verbose=0))
-print(model.routing, keras.backend.backend())
+x = np.load(sys.argv[1])
+for path in sys.argv[2:]:
+    model = keras.saving.load_model(path)
+    np.save(path + ".npy", model.predict(x, verbose=0))
+    print(model.routing)
+print(keras.backend.backend())
 """
 
 
-@pytest.mark.parametrize("routing", ["self_attention", "inverted_dot_product"])
-def test_capsnet_trains_saves_and_loads_on_every_backend(routing, tmp_path):
-    model = CapsNet(routing=routing, **SMALL)
-    assert model.routing_iterations == ROUTINGS[routing]
-    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+def test_capsnet_trains_saves_and_loads_on_every_backend(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.random((16, 28, 28, 1)).astype("float32")
     y = np.arange(16) % 10
-    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
-    inside = model.analyze(x[:4])
-    assert inside["coupling"].shape == (4, 72, 10)
-    np.testing.assert_allclose(inside["coupling"].sum(-1), 1.0, atol=1e-5)
-    np.testing.assert_allclose(
-        inside["lengths"], model.predict(x[:4], verbose=0), atol=1e-5
-    )
-    path = str(tmp_path / "model.keras")
-    model.save(path)
     np.save(tmp_path / "x.npy", x[:4])
-    expected = model.predict(x[:4], verbose=0)
-    np.testing.assert_allclose(
-        keras.saving.load_model(path).predict(x[:4], verbose=0), expected, atol=1e-6
-    )
+    paths, expected = [], {}
+    for routing in ("self_attention", "inverted_dot_product"):
+        model = CapsNet(routing=routing, **SMALL)
+        assert model.routing_iterations == ROUTINGS[routing]
+        model.compile(optimizer=keras.optimizers.Adam(1e-3))
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+        inside = model.analyze(x[:4])
+        assert inside["coupling"].shape == (4, 72, 10)
+        np.testing.assert_allclose(inside["coupling"].sum(-1), 1.0, atol=1e-5)
+        lengths = model.predict(x[:4], verbose=0)
+        np.testing.assert_allclose(inside["lengths"], lengths, atol=1e-5)
+        path = str(tmp_path / f"{routing}.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path).predict(x[:4], verbose=0)
+        np.testing.assert_allclose(loaded, lengths, atol=1e-6)
+        paths.append(path)
+        expected[path] = lengths
     for other in (b for b in BACKENDS if b != keras.backend.backend()):
-        out = str(tmp_path / f"{other}.npy")
         result = subprocess.run(
-            [sys.executable, "-c", LOAD_SCRIPT, path, str(tmp_path / "x.npy"), out],
+            [sys.executable, "-c", LOAD_SCRIPT, str(tmp_path / "x.npy"), *paths],
             env={**os.environ, "KERAS_BACKEND": other},
             capture_output=True,
             text=True,
             cwd=REPO_ROOT,
         )
         assert result.returncode == 0, result.stderr[-3000:]
-        assert result.stdout.split() == [routing, other]
-        np.testing.assert_allclose(np.load(out), expected, atol=1e-4)
+        assert result.stdout.split()[-3:] == [
+            "self_attention",
+            "inverted_dot_product",
+            other,
+        ]
+        for path in paths:
+            predicted = np.load(path + ".npy")  # written by the other backend
+            np.testing.assert_allclose(predicted, expected[path], atol=1e-4)
