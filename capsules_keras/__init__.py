@@ -11,14 +11,22 @@ from capsules_keras.losses import (
     margin_loss,
     reconstruction_loss,
 )
-from capsules_keras.models import CapsNet, MultiDigitCapsNet
-from capsules_keras.ops import dynamic_routing, safe_norm, squash
+from capsules_keras.models import CapsNet, EfficientCapsNet, MultiDigitCapsNet
+from capsules_keras.ops import (
+    dynamic_routing,
+    exponential_squash,
+    inverted_dot_product_routing,
+    safe_norm,
+    self_attention_routing,
+    squash,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CapsNet",
     "DigitCaps",
+    "EfficientCapsNet",
     "Length",
     "MarginLoss",
     "Mask",
@@ -27,8 +35,11 @@ __all__ = [
     "ReconstructionLoss",
     "Squash",
     "dynamic_routing",
+    "exponential_squash",
+    "inverted_dot_product_routing",
     "margin_loss",
     "reconstruction_loss",
     "safe_norm",
+    "self_attention_routing",
     "squash",
 ]

@@ -13,6 +13,7 @@ from capsules_keras.ops import (
     check_routing,
     conv2d_patches,
     dynamic_routing,
+    get_squash,
     inverted_dot_product_routing,
     labels_to_one_hot,
     route_votes,
@@ -40,6 +41,9 @@ class Squash(layers.Layer):
         axis: The capsule-dimension axis. Defaults to the last one.
         epsilon: Positive constant under the square root; keeps the value and
             the gradient finite at the zero vector.
+        variant: `"sabour"` (above, the paper's) or `"exponential"`
+            (Efficient-CapsNet's `(1 - exp(-|s|)) * s / |s|`, see
+            `capsules_keras.ops.exponential_squash`).
 
     Input shape:
         Any tensor, e.g. `(batch_size, num_capsules, capsule_dim)`.
@@ -53,23 +57,25 @@ class Squash(layers.Layer):
     Reference: Sabour et al. (2017), equation 1.
     """
 
-    def __init__(self, axis=-1, epsilon=EPSILON, **kwargs):
+    def __init__(self, axis=-1, epsilon=EPSILON, variant="sabour", **kwargs):
         super().__init__(**kwargs)
         _check_axis(axis)
         check_positive_number("epsilon", epsilon)
+        self.squash_fn = get_squash(variant)
         self.axis = axis
         self.epsilon = epsilon
+        self.variant = variant
         self.supports_masking = True
 
     def call(self, inputs):
-        return squash(inputs, axis=self.axis, epsilon=self.epsilon)
+        return self.squash_fn(inputs, axis=self.axis, epsilon=self.epsilon)
 
     def compute_output_shape(self, input_shape):
         return input_shape
 
     def get_config(self):
         base_config = super().get_config()
-        config = {"axis": self.axis, "epsilon": self.epsilon}
+        config = {"axis": self.axis, "epsilon": self.epsilon, "variant": self.variant}
         return {**base_config, **config}
 
 
@@ -247,6 +253,8 @@ class DigitCaps(layers.Layer):
         return_coupling: If True, the layer returns `(v, c)` where `c` are the
             coupling coefficients of the last routing iteration.
         routing: `"dynamic"`, `"self_attention"` or `"inverted_dot_product"`.
+        squash: The non-linearity of the output capsules: `"sabour"` (the
+            paper's) or `"exponential"` (Efficient-CapsNet's).
 
     Input shape:
         `(batch_size, in_capsules, in_dim)`.
@@ -290,9 +298,12 @@ class DigitCaps(layers.Layer):
         stop_gradient_votes=False,
         return_coupling=False,
         routing="dynamic",
+        squash="sabour",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.squash_fn = get_squash(squash)
+        self.squash = squash
         check_positive_int("num_capsules", num_capsules)
         check_positive_int("capsule_dim", capsule_dim)
         self.routing_iterations = check_routing(routing, routing_iterations)
@@ -388,13 +399,20 @@ class DigitCaps(layers.Layer):
         if return_coupling is None:
             return_coupling = self.return_coupling
         if self.routing == "self_attention":
-            return self_attention_routing(u_hat, self.priors, return_coupling)
+            return self_attention_routing(
+                u_hat, self.priors, return_coupling, self.squash_fn
+            )
         if self.routing == "inverted_dot_product":
             return inverted_dot_product_routing(
-                u_hat, iterations, self.pose_scale, self.pose_offset, return_coupling
+                u_hat,
+                iterations,
+                self.pose_scale,
+                self.pose_offset,
+                return_coupling,
+                self.squash_fn,
             )
         return dynamic_routing(
-            u_hat, iterations, self.stop_gradient_votes, return_coupling
+            u_hat, iterations, self.stop_gradient_votes, return_coupling, self.squash_fn
         )
 
     def call(self, inputs):
@@ -411,6 +429,7 @@ class DigitCaps(layers.Layer):
             self.routing_iterations,
             self.stop_gradient_votes,
             self.return_coupling,
+            self.squash_fn,
         )
 
     def compute_output_shape(self, input_shape):
@@ -433,6 +452,7 @@ class DigitCaps(layers.Layer):
             "stop_gradient_votes": self.stop_gradient_votes,
             "return_coupling": self.return_coupling,
             "routing": self.routing,
+            "squash": self.squash,
         }
         return {**base_config, **config}
 

@@ -14,7 +14,7 @@ from capsules_keras.inputs import (
     prepare_label_sets,
     prepare_labels,
 )
-from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps
+from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps, Squash
 from capsules_keras.losses import MarginLoss, ReconstructionLoss
 from capsules_keras.metrics import MultiLabelAccuracy, k_hot, top_k_classes
 from capsules_keras.ops import check_routing
@@ -120,13 +120,6 @@ class CapsNet(keras.Model):
         decoder_units = tuple(decoder_units)
         for units in decoder_units:
             check_positive_int("decoder_units", units)
-        grid = (min(image_shape[:2]) - kernel_size + 1 - kernel_size) // 2 + 1
-        if grid < 1:
-            raise ValueError(
-                f"Images are too small for two {kernel_size}x{kernel_size} "
-                "convolutions (the second with stride 2). "
-                f"Received: image_shape={image_shape}"
-            )
         self.image_shape = image_shape
         self.num_classes = num_classes
         self.routing_iterations = check_routing(routing, routing_iterations)
@@ -139,18 +132,14 @@ class CapsNet(keras.Model):
         self.digit_dim = digit_dim
         self.decoder_units = decoder_units
 
-        self.conv = layers.Conv2D(
-            conv_filters, kernel_size, activation="relu", name="conv"
-        )
-        self.primary_caps = PrimaryCaps(
-            primary_capsules, primary_dim, kernel_size, strides=2, name="primary_caps"
-        )
+        self.conv, self.primary_caps = self._encoder()
         self.digit_caps = DigitCaps(
             num_classes,
             digit_dim,
             routing_iterations=self.routing_iterations,
             return_coupling=True,
             routing=routing,
+            squash=self.SQUASH,
             name="digit_caps",
         )
         # Under mixed precision the outputs the losses see stay float32.
@@ -172,11 +161,40 @@ class CapsNet(keras.Model):
         # needs every variable (the decoder's too) before the first step.
         self.build((None, *image_shape))
 
+    #: The capsule non-linearity (`capsules_keras.ops.SQUASHES`).
+    SQUASH = "sabour"
+
+    def _encoder(self):
+        """The layers before `DigitCaps`: `(features, primary_capsules)`."""
+        size = self.kernel_size
+        grid = (min(self.image_shape[:2]) - size + 1 - size) // 2 + 1
+        if grid < 1:
+            raise ValueError(
+                f"Images are too small for two {size}x{size} convolutions (the "
+                f"second with stride 2). Received: image_shape={self.image_shape}"
+            )
+        conv = layers.Conv2D(self.conv_filters, size, activation="relu", name="conv")
+        primary_caps = PrimaryCaps(
+            self.primary_capsules, self.primary_dim, size, 2, name="primary_caps"
+        )
+        return conv, primary_caps
+
+    def count_encoder_params(self):
+        """Trainable parameters of the classifier: everything but the decoder.
+
+        The decoder only regularises training; papers that count a capsule
+        network without it (Efficient-CapsNet's 161,824) compare with this.
+        """
+        encoder = (self.conv, self.primary_caps, self.digit_caps)
+        return sum(
+            math.prod(w.shape) for layer in encoder for w in layer.trainable_weights
+        )
+
     def build(self, input_shape):
         if self.built:
             return
-        conv_shape = self.conv.compute_output_shape(input_shape)
         self.conv.build(input_shape)
+        conv_shape = self.conv.compute_output_shape(input_shape)
         self.primary_caps.build(conv_shape)
         primary_shape = self.primary_caps.compute_output_shape(conv_shape)
         self.digit_caps.build(primary_shape)
@@ -187,7 +205,11 @@ class CapsNet(keras.Model):
         self.built = True
 
     def call(self, images, training=None):
-        capsules, _ = self.digit_caps(self.primary_caps(self.conv(images)))
+        # `training` passed on explicitly: jax's trainer calls `call` itself,
+        # with no outer `__call__` to hand it to sublayers (BatchNormalization
+        # in Efficient-CapsNet's stack would stay in inference mode).
+        features = self.conv(images, training=training)
+        capsules, _ = self.digit_caps(self.primary_caps(features, training=training))
         return {"lengths": self.length(capsules), "capsules": capsules}
 
     def reconstruct(self, capsules, labels=None):
@@ -518,6 +540,122 @@ class MultiDigitCapsNet(CapsNet):
 
     def get_config(self):
         return {**super().get_config(), "digits_per_image": self.digits_per_image}
+
+
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class EfficientCapsNet(CapsNet):
+    """Efficient-CapsNet (Mazzia et al. 2021): a CapsNet of ~161k parameters.
+
+    ```
+    x = ReLU(BN(Conv2D(32, 5)(images)))                   # (b, 24, 24, 32)
+    x = ReLU(BN(Conv2D(64, 3)(x)))                        # (b, 22, 22, 64)
+    x = ReLU(BN(Conv2D(64, 3)(x)))                        # (b, 20, 20, 64)
+    x = ReLU(BN(Conv2D(128, 3, strides=2)(x)))            # (b, 9, 9, 128)
+    u = squash_e(reshape(DepthwiseConv2D(9)(x), 16, 8))   # (b, 16, 8)
+    v = DigitCaps(10, 16, routing="self_attention",
+                  squash="exponential")(u)                # (b, 10, 16)
+    ```
+
+    (shapes for 28x28 digits; the depthwise kernel covers the whole last
+    feature map, whatever the image size.) `squash_e` is the exponential
+    squash `(1 - exp(-|s|)) s / |s|`; the primary capsules come from one
+    depthwise convolution, not from a convolution per capsule type; the
+    class capsules from non-iterative self-attention routing. The decoder,
+    the margin loss and the reconstruction weight (their 0.392 x the mean
+    squared error = 0.0005 x the sum) are `CapsNet`'s, and so are `fit`,
+    `predict`, `analyze` and saving.
+
+    `count_encoder_params()` is 161,824 for 28x28x1 digits: the paper's
+    count, which leaves out the decoder (1.41M parameters that only
+    regularise training).
+
+    Args:
+        image_shape: `(height, width, channels)`.
+        num_classes: Number of classes.
+        routing: The routing of the class capsules (the paper's
+            `"self_attention"`; the others of `DigitCaps` for comparisons).
+        routing_iterations: As in `CapsNet`.
+        reconstruction_weight: As in `CapsNet`.
+        digit_dim: Dimension of the class capsules (16).
+        decoder_units: Hidden layer sizes of the decoder ((512, 1024)).
+        **kwargs: Passed to `keras.Model`.
+
+    >>> EfficientCapsNet().count_encoder_params()
+    161824
+
+    Reference: Mazzia, Salvetti & Chiaberge (2021), "Efficient-CapsNet:
+    capsule network with self-attention routing", Scientific Reports 11,
+    section 3 and Figure 2.
+    """
+
+    SQUASH = "exponential"
+    #: Channels of the convolution stack, and its last stride-2 layer's.
+    CONVOLUTIONS = ((32, 5, 1), (64, 3, 1), (64, 3, 1), (128, 3, 2))
+
+    def __init__(
+        self,
+        image_shape=(28, 28, 1),
+        num_classes=10,
+        routing="self_attention",
+        routing_iterations=None,
+        reconstruction_weight=0.0005,
+        digit_dim=16,
+        decoder_units=(512, 1024),
+        **kwargs,
+    ):
+        channels = self.CONVOLUTIONS[-1][0]
+        super().__init__(
+            image_shape=image_shape,
+            num_classes=num_classes,
+            routing_iterations=routing_iterations,
+            reconstruction_weight=reconstruction_weight,
+            conv_filters=channels,
+            kernel_size=self.CONVOLUTIONS[0][1],
+            primary_capsules=channels // 8,
+            primary_dim=8,
+            digit_dim=digit_dim,
+            decoder_units=decoder_units,
+            routing=routing,
+            **kwargs,
+        )
+
+    def _encoder(self):
+        stack = []
+        height, width = self.image_shape[:2]
+        for k, (filters, size, stride) in enumerate(self.CONVOLUTIONS, 1):
+            stack += [
+                layers.Conv2D(
+                    filters,
+                    size,
+                    strides=stride,
+                    kernel_initializer="he_normal",
+                    name=f"conv{k}",
+                ),
+                layers.BatchNormalization(name=f"bn{k}"),
+                layers.ReLU(name=f"relu{k}"),
+            ]
+            height, width = (height - size) // stride + 1, (width - size) // stride + 1
+        if min(height, width) < 1:
+            raise ValueError(
+                "Images are too small for Efficient-CapsNet's convolutions. "
+                f"Received: image_shape={self.image_shape}"
+            )
+        primary_caps = keras.Sequential(
+            [
+                # One filter per channel over the whole last feature map.
+                layers.DepthwiseConv2D((height, width), name="depthwise"),
+                layers.Reshape((self.primary_capsules, self.primary_dim)),
+                Squash(variant=self.SQUASH, name="squash"),
+            ],
+            name="primary_caps",
+        )
+        return keras.Sequential(stack, name="conv"), primary_caps
+
+    def get_config(self):
+        config = super().get_config()
+        for key in ("conv_filters", "kernel_size", "primary_capsules", "primary_dim"):
+            del config[key]  # fixed by the architecture
+        return config
 
 
 def baseline_cnn(

@@ -88,6 +88,44 @@ def squash(s, axis=-1, epsilon=EPSILON):
     return ops.cast(scale * s32, s.dtype)
 
 
+def exponential_squash(s, axis=-1, epsilon=EPSILON):
+    """Efficient-CapsNet's squash: the length becomes `1 - exp(-|s|)`.
+
+    `squash(s) = (1 - exp(-|s|)) * s / sqrt(|s|^2 + epsilon)`
+
+    Unlike equation 1 of Sabour et al., which maps the length through
+    `|s|^2 / (1 + |s|^2)`, it is not flat near zero: a short vector keeps a
+    length close to its own, so small capsules still pass gradient.
+    Finite (zero) value and gradient at `s = 0`.
+
+    >>> v = exponential_squash(keras.ops.convert_to_tensor([[3.0, 4.0]]))
+    >>> round(float(keras.ops.norm(v)), 5)  # 1 - exp(-5)
+    0.99326
+
+    Reference: Mazzia, Salvetti & Chiaberge (2021), equation 3.
+    """
+    check_positive_number("epsilon", epsilon)
+    s = ops.convert_to_tensor(s)
+    s32 = _float32_if_reduced(s)
+    norm = ops.sqrt(ops.sum(ops.square(s32), axis=axis, keepdims=True) + epsilon)
+    return ops.cast((1.0 - ops.exp(-norm)) / norm * s32, s.dtype)
+
+
+#: The capsule non-linearities by name (`Squash(variant=...)`,
+#: `DigitCaps(squash=...)`).
+SQUASHES = {"sabour": squash, "exponential": exponential_squash}
+
+
+def get_squash(variant):
+    """The squash function named `variant` (see `SQUASHES`)."""
+    if variant not in SQUASHES:
+        raise ValueError(
+            f"The squash variant must be one of {sorted(SQUASHES)}. "
+            f"Received: {variant!r}"
+        )
+    return SQUASHES[variant]
+
+
 class VoteLayout(NamedTuple):
     """How `dynamic_routing` lays the votes out in memory while it routes.
 
@@ -182,7 +220,11 @@ def vote_layout():
 
 
 def dynamic_routing(
-    u_hat, iterations=3, stop_gradient_votes=False, return_coupling=False
+    u_hat,
+    iterations=3,
+    stop_gradient_votes=False,
+    return_coupling=False,
+    squash_fn=squash,
 ):
     """Routing by agreement (Sabour et al. 2017, Procedure 1).
 
@@ -211,6 +253,8 @@ def dynamic_routing(
             so it is off by default.
         return_coupling: If True, also return the coupling coefficients `c`
             used in the last iteration.
+        squash_fn: The non-linearity (`squash`, the paper's, or another of
+            `SQUASHES`).
 
     Returns:
         Parent capsules `v`, shape `(batch_size, out_capsules, out_dim)`, and,
@@ -227,10 +271,13 @@ def dynamic_routing(
         iterations,
         stop_gradient_votes,
         return_coupling,
+        squash_fn,
     )
 
 
-def route_votes(votes, layout, iterations, stop_gradient_votes, return_coupling):
+def route_votes(
+    votes, layout, iterations, stop_gradient_votes, return_coupling, squash_fn=squash
+):
     """`dynamic_routing` on votes already in `layout` (see `VoteLayout`).
 
     `DigitCaps` computes its votes straight into the layout that routes
@@ -257,7 +304,7 @@ def route_votes(votes, layout, iterations, stop_gradient_votes, return_coupling)
             # s_j = sum_i c_ij u_hat_j|i
             s = layout.weighted_sum(ops.cast(c, current.dtype), current)  # (b, j, m)
         # v_j = squash(s_j)
-        v = squash(s)  # (b, j, m)
+        v = squash_fn(s)  # (b, j, m)
         if not last:
             # b_ij <- b_ij + u_hat_j|i . v_j
             agreement = ops.cast(layout.agreement(v, current), "float32")
@@ -318,7 +365,7 @@ def _agreement(u_hat, poses):
     )
 
 
-def self_attention_routing(u_hat, priors=None, return_coupling=False):
+def self_attention_routing(u_hat, priors=None, return_coupling=False, squash_fn=squash):
     """Self-attention routing (Mazzia et al. 2021, Efficient-CapsNet): one pass.
 
     ```
@@ -339,6 +386,8 @@ def self_attention_routing(u_hat, priors=None, return_coupling=False):
         priors: Optional `B` of shape `(in_capsules, out_capsules)`.
         return_coupling: Also return `c` (float32), `(batch_size,
             in_capsules, out_capsules)`.
+        squash_fn: The non-linearity (Efficient-CapsNet uses
+            `exponential_squash`).
 
     Returns:
         `v` `(batch_size, out_capsules, out_dim)`, and `c` if asked.
@@ -351,7 +400,7 @@ def self_attention_routing(u_hat, priors=None, return_coupling=False):
     attention = _agreement(u_hat, total) / math.sqrt(u_hat.shape[-1])
     c = ops.softmax(attention, axis=2)  # over the parents j
     weights = c if priors is None else c + ops.cast(priors, c.dtype)
-    v = squash(_route_with(u_hat, weights))
+    v = squash_fn(_route_with(u_hat, weights))
     return (v, c) if return_coupling else v
 
 
@@ -373,7 +422,12 @@ def layer_norm(x, scale=None, offset=None, epsilon=1e-5):
 
 
 def inverted_dot_product_routing(
-    u_hat, iterations=3, scale=None, offset=None, return_coupling=False
+    u_hat,
+    iterations=3,
+    scale=None,
+    offset=None,
+    return_coupling=False,
+    squash_fn=squash,
 ):
     """Inverted dot-product attention routing (Tsai et al. 2020).
 
@@ -399,6 +453,7 @@ def inverted_dot_product_routing(
         iterations: Passes `>= 1`; 1 is uniform couplings.
         scale, offset: Optional LayerNorm gain and bias `(out_dim,)`.
         return_coupling: Also return `c` of the last pass (float32).
+        squash_fn: The non-linearity of the output.
 
     Returns:
         `v` `(batch_size, out_capsules, out_dim)`, and `c` if asked.
@@ -416,7 +471,7 @@ def inverted_dot_product_routing(
         poses = layer_norm(s, scale, offset)
         c = ops.softmax(_agreement(u_hat, poses), axis=2)  # over the parents j
         s = _route_with(u_hat, c)
-    v = squash(s)
+    v = squash_fn(s)
     return (v, c) if return_coupling else v
 
 

@@ -34,7 +34,12 @@ from capsules_keras.data import (
 )
 from capsules_keras.distribution import data_parallel, single_device
 from capsules_keras.metrics import MultiLabelAccuracy, correct_in_top_k
-from capsules_keras.models import CapsNet, MultiDigitCapsNet, baseline_cnn
+from capsules_keras.models import (
+    CapsNet,
+    EfficientCapsNet,
+    MultiDigitCapsNet,
+    baseline_cnn,
+)
 from capsules_keras.multi_mnist import MultiMNISTBatches, as_targets, fixed_test_set
 from capsules_keras.ops import ROUTINGS, check_routing
 
@@ -95,6 +100,20 @@ DATASET_PRESETS = {
         "paper": {"pairs_per_epoch": 60_000},
     },
 }
+#: What a preset changes for a model.
+MODEL_PRESETS = {
+    # Mazzia et al.'s MNIST schedule: Adam 5e-4 decayed x0.98 per epoch,
+    # batch 16 (100 epochs with augmentation in the paper).
+    "efficient": {
+        "quick": {"batch_size": 16, "learning_rate": 5e-4, "lr_decay": 0.98},
+        "paper": {
+            "epochs": 100,
+            "batch_size": 16,
+            "learning_rate": 5e-4,
+            "lr_decay": 0.98,
+        },
+    },
+}
 MAX_SHIFT = 2  # pixels, the paper's augmentation
 
 #: What `--jit-compile auto` means per backend, measured on a 2-core CPU
@@ -139,13 +158,16 @@ class ModelChoice:
         compile_kwargs: `compile_kwargs(dataset)` -> what `compile` needs
             besides the optimizer.
         targets: The `capsules_keras.multi_mnist` target form it trains on
-            when images hold several digits.
+            when images hold several digits, or None if it cannot.
+        options: The model flags it takes (keys of `MODEL_OPTIONS`), with
+            their defaults; a preset's value, if any, goes first.
     """
 
     title: str
     build: object
     compile_kwargs: object
     targets: str
+    options: dict = dataclasses.field(default_factory=dict)
 
 
 def build_capsnet(image_shape, dataset, settings):
@@ -164,6 +186,16 @@ def build_capsnet(image_shape, dataset, settings):
     return CapsNet(**kwargs)
 
 
+def build_efficient(image_shape, dataset, settings):
+    return EfficientCapsNet(
+        image_shape=image_shape,
+        num_classes=dataset.num_classes,
+        routing=settings["routing"],
+        routing_iterations=settings["routing_iterations"],
+        reconstruction_weight=settings["reconstruction_weight"],
+    )
+
+
 def cnn_compile_kwargs(dataset):
     k = dataset.digits_per_image
     if k > 1:  # sigmoid outputs, two-hot targets
@@ -172,9 +204,41 @@ def cnn_compile_kwargs(dataset):
     return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}
 
 
+#: The flags of capsule models, with what they mean.
+MODEL_OPTIONS = {
+    "routing": "routing algorithm",
+    "routing_iterations": "routing iterations (default: the algorithm's)",
+    "reconstruction_weight": "weight of the summed squared reconstruction error",
+    "conv_filters": "channels of the first convolution",
+    "primary_capsules": "primary capsule types",
+}
+ROUTING_OPTIONS = {
+    "routing_iterations": None,  # the routing algorithm's default
+    "reconstruction_weight": 0.0005,  # the paper's
+}
+
 #: Every network the trainer knows, by `--model` name.
 MODELS = {
-    "capsnet": ModelChoice("CapsNet", build_capsnet, lambda dataset: {}, "capsnet"),
+    "capsnet": ModelChoice(
+        "CapsNet",
+        build_capsnet,
+        lambda dataset: {},
+        "capsnet",
+        {
+            "routing": "dynamic",
+            **ROUTING_OPTIONS,
+            "conv_filters": 256,
+            "primary_capsules": 32,
+        },
+    ),
+    # Mazzia et al.'s 161k-parameter network: self-attention routing.
+    "efficient": ModelChoice(
+        "Efficient-CapsNet",
+        build_efficient,
+        lambda dataset: {},
+        None,
+        {"routing": "self_attention", **ROUTING_OPTIONS},
+    ),
     # The same-budget CNN of `models.baseline_cnn`, for comparisons that run
     # through the same command, data and schedule.
     "cnn": ModelChoice(
@@ -198,13 +262,6 @@ SAVED_BEFORE = {
     "routing": "dynamic",
 }
 
-#: Flags that only `--model capsnet` takes, with the paper's value.
-CAPSNET_DEFAULTS = {
-    "routing": "dynamic",
-    "routing_iterations": None,  # the routing algorithm's default
-    "reconstruction_weight": 0.0005,
-}
-
 
 def positive_int(text):
     value = int(text)
@@ -224,7 +281,8 @@ def build_parser():
         "--model",
         choices=sorted(MODELS),
         default="capsnet",
-        help="capsnet: the paper's CapsNet; cnn: the same-budget CNN baseline",
+        help="capsnet: the paper's CapsNet; efficient: Efficient-CapsNet "
+        "(161k parameters); cnn: the same-budget CNN baseline",
     )
     parser.add_argument("--dataset", choices=sorted(DATASETS), default="mnist")
     parser.add_argument("--epochs", type=positive_int)
@@ -236,19 +294,20 @@ def build_parser():
     parser.add_argument(
         "--routing",
         choices=sorted(ROUTINGS),
-        help="routing algorithm of --model capsnet (default dynamic, the paper's)",
+        help="routing algorithm of a capsule model (capsnet: dynamic, the "
+        "paper's; efficient: self_attention)",
     )
     parser.add_argument(
         "--routing-iterations",
         type=positive_int,
-        help="routing iterations of --model capsnet (default: the algorithm's; "
+        help="routing iterations of a capsule model (default: the algorithm's; "
         "3 for dynamic routing, the paper's)",
     )
     parser.add_argument(
         "--reconstruction-weight",
         type=float,
-        help="weight of the summed squared reconstruction error in CapsNet's "
-        "loss (default 0.0005, the paper's)",
+        help="weight of the summed squared reconstruction error in a capsule "
+        "model's loss (default 0.0005, the paper's)",
     )
     parser.add_argument(
         "--conv-filters",
@@ -337,6 +396,7 @@ def resolve_settings(args):
     settings = {
         **PRESETS[args.preset],
         **DATASET_PRESETS.get(args.dataset, {}).get(args.preset, {}),
+        **MODEL_PRESETS.get(args.model, {}).get(args.preset, {}),
     }
     for key in SETTINGS:
         value = getattr(args, key)
@@ -345,7 +405,6 @@ def resolve_settings(args):
     for key in (
         "model",
         "dataset",
-        *CAPSNET_DEFAULTS,
         "data",
         "max_test_samples",
         "seed",
@@ -358,27 +417,31 @@ def resolve_settings(args):
     ):
         settings[key] = getattr(args, key)
     settings["preset"] = args.preset
-    capsnet_only = {
-        **{key: getattr(args, key) for key in CAPSNET_DEFAULTS},
-        "conv_filters": args.conv_filters,
-        "primary_capsules": args.primary_capsules,
-    }
-    for key, value in capsnet_only.items():
-        if args.model != "capsnet" and value is not None:
-            flag = "--" + key.replace("_", "-")
-            raise ValueError(
-                f"{flag} applies to --model capsnet only. "
-                f"Received: --model {args.model} {flag} {value}"
-            )
-    if args.model == "capsnet":
-        for key, default in CAPSNET_DEFAULTS.items():
-            if settings[key] is None:
-                settings[key] = default
+    choice = MODELS[args.model]
+    for key in MODEL_OPTIONS:
+        value = getattr(args, key)
+        if key not in choice.options:
+            if value is not None:
+                flag = "--" + key.replace("_", "-")
+                takers = [name for name, m in MODELS.items() if key in m.options]
+                raise ValueError(
+                    f"{flag} does not apply to --model {args.model} (only to "
+                    f"{', '.join(takers)}). Received: {flag} {value}"
+                )
+            settings[key] = None  # e.g. a preset's CapsNet size
+        elif value is not None:
+            settings[key] = value
+        elif settings.get(key) is None:
+            settings[key] = choice.options[key]
+    if "routing" in choice.options:
         settings["routing_iterations"] = check_routing(
             settings["routing"], settings["routing_iterations"]
         )
-    else:  # the presets' CapsNet sizes do not apply
-        settings["conv_filters"] = settings["primary_capsules"] = None
+    if get_dataset(args.dataset).digits_per_image > 1 and choice.targets is None:
+        raise ValueError(
+            f"--model {args.model} recognises one object per image. "
+            f"Received: --dataset {args.dataset}"
+        )
     if (
         get_dataset(args.dataset).digits_per_image == 1
         and args.pairs_per_epoch is not None
@@ -566,7 +629,7 @@ def train(settings, run_dir, setup, log=print):
     else:
         sizes = f"{training_set} training, {len(x_test):,} test images"
     log(f"Sizes:     {sizes}")
-    shown = ("model", "preset", *SETTINGS, *CAPSNET_DEFAULTS)
+    shown = ("model", "preset", *SETTINGS, *MODEL_OPTIONS)
     log(
         "Settings:  "
         + ", ".join(f"{k}={settings[k]}" for k in shown if settings[k] is not None)
@@ -874,9 +937,9 @@ def main(argv=None):
             raise SystemExit(f"--resume: the run in {run_dir!r} already finished")
         with open(config_path) as f:
             settings = {**SAVED_BEFORE, **json.load(f)}
-        if settings["model"] != "capsnet":
-            settings.update(conv_filters=None, primary_capsules=None)
-            settings.update(reconstruction_weight=None, routing=None)
+        for key in MODEL_OPTIONS:  # SAVED_BEFORE holds CapsNet's
+            if key not in MODELS[settings["model"]].options:
+                settings[key] = None
         print(f"Resuming {run_dir} from its last finished epoch")
     else:
         run_dir = None

@@ -100,3 +100,9 @@ def inverted_dot_product_routing(u_hat, iterations, scale, offset):
             s += c[:, i, :, None] * u_hat[:, i]
         poses = layer_norm(s, scale, offset)
     return squash(s), c
+
+
+def exponential_squash(s, epsilon=EPSILON):
+    """Mazzia et al. (2021): (1 - exp(-|s|)) * s / |s|."""
+    norm = np.sqrt(np.sum(np.square(s), axis=-1, keepdims=True) + epsilon)
+    return (1.0 - np.exp(-norm)) * s / norm

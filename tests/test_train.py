@@ -243,7 +243,7 @@ def test_both_models_train_on_fashion_mnist_through_the_same_command(
 
 def test_model_and_dataset_flags_are_checked(mnist_path, tmp_path):
     cnn_with_routing = ["--model", "cnn", "--routing-iterations", "1"]
-    with pytest.raises(SystemExit, match="--model capsnet only"):
+    with pytest.raises(SystemExit, match="does not apply to --model cnn"):
         train.main(tiny_args(mnist_path, tmp_path, *cnn_with_routing))
     with pytest.raises(SystemExit):
         train.main(tiny_args(mnist_path, tmp_path, "--dataset", "cifar10"))
@@ -338,9 +338,11 @@ def test_multi_mnist_presets(mnist_path):
     "flags, match",
     [
         (["--pairs-per-epoch", "10"], "--dataset multi_mnist only"),
-        (["--model", "cnn", "--conv-filters", "8"], "--model capsnet only"),
-        (["--model", "cnn", "--reconstruction-weight", "0"], "--model capsnet only"),
+        (["--model", "cnn", "--conv-filters", "8"], "does not apply to --model cnn"),
+        (["--model", "cnn", "--reconstruction-weight", "0"], "apply to --model cnn"),
         (["--reconstruction-weight", "-1"], "must be >= 0"),
+        (["--model", "efficient", "--conv-filters", "8"], "only to capsnet"),
+        (["--model", "efficient", "--dataset", "multi_mnist"], "one object"),
     ],
 )
 def test_task_flags_are_checked(mnist_path, tmp_path, flags, match):
@@ -362,7 +364,7 @@ def test_routing_flag_swaps_the_routing_of_capsnet(mnist_path, tmp_path):
             tiny_args(mnist_path, tmp_path, "--routing", "self_attention")
             + ["--routing-iterations", "3"]
         )
-    with pytest.raises(SystemExit, match="--model capsnet only"):
+    with pytest.raises(SystemExit, match="does not apply to --model cnn"):
         cnn = ["--model", "cnn", "--routing", "dynamic"]
         train.main(tiny_args(mnist_path, tmp_path, *cnn))
     assert os.listdir(tmp_path) == []
@@ -374,3 +376,29 @@ def test_routing_flag_swaps_the_routing_of_capsnet(mnist_path, tmp_path):
     assert metrics["routing_iterations"] == 3 and metrics["conv_filters"] == 16
     model = keras.saving.load_model(os.path.join(only_run(tmp_path), "model.keras"))
     assert model.routing == "inverted_dot_product"
+
+
+def test_efficient_capsnet_trains_through_the_same_command(mnist_path, tmp_path):
+    def settings(*flags):
+        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+
+    paper = settings("--model", "efficient", "--preset", "paper")
+    assert (paper["batch_size"], paper["learning_rate"], paper["lr_decay"]) == (
+        16,
+        5e-4,
+        0.98,
+    )
+    assert paper["routing"] == "self_attention" and paper["routing_iterations"] == 1
+    assert paper["conv_filters"] is None and paper["max_train_samples"] is None
+    assert settings("--model", "efficient", "--routing", "dynamic")["routing"] == (
+        "dynamic"
+    )
+    assert train.main(tiny_args(mnist_path, tmp_path, "--model", "efficient")) == 0
+    run_dir = only_run(tmp_path)
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["model"] == "efficient" and metrics["routing"] == "self_attention"
+    assert metrics["parameters"] == 1_573_744  # 161,824 without the decoder
+    assert "reconstructions.png" in os.listdir(run_dir)
+    with open(os.path.join(run_dir, "report.md")) as f:
+        assert f.read().startswith("# Efficient-CapsNet on MNIST")
