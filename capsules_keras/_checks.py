@@ -13,6 +13,14 @@ def check_positive_int(name, value):
         )
 
 
+def check_non_negative_int(name, value):
+    """Raises unless `value` is an `int` >= 0 (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(
+            f"`{name}` must be a non-negative integer. Received: {name}={value!r}"
+        )
+
+
 def check_positive_number(name, value):
     """Raises unless `value` is a positive real number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

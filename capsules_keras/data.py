@@ -10,6 +10,7 @@ import warnings
 import keras
 import numpy as np
 
+from capsules_keras._checks import check_non_negative_int, check_positive_int
 from capsules_keras.inputs import prepare_images, prepare_labels
 
 #: Environment variable naming a local MNIST file or folder for `source="auto"`.
@@ -367,7 +368,46 @@ def shift_images(images, shifts):
     return padded[np.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
 
 
-class ShiftedBatches(keras.utils.PyDataset):
+class EpochBatches(keras.utils.PyDataset):
+    """Batches of an order drawn afresh every epoch, seeded.
+
+    Batch `index` of epoch `e` depends only on `(seed, e, index)` -- through
+    `rows(index)` and `rng(index)` -- so it is the same in any order of
+    access and with any number of workers. Subclasses give `__getitem__`.
+
+    Args:
+        size: Examples per epoch.
+        batch_size: Examples per batch (the last batch may be smaller).
+        seed: Seed of the orders and of `rng`.
+        **kwargs: Passed to `keras.utils.PyDataset` (`workers`, ...).
+    """
+
+    def __init__(self, size, batch_size, seed=0, **kwargs):
+        super().__init__(**kwargs)
+        check_positive_int("batch_size", batch_size)
+        self.size, self.batch_size, self.seed = size, batch_size, seed
+        self.epoch = 0
+        self._rows = self.order(np.random.default_rng([seed, 0]))
+
+    def order(self, rng):
+        """The examples of one epoch, in order: a permutation of `size`."""
+        return rng.permutation(self.size)
+
+    def rows(self, index):
+        return self._rows[index * self.batch_size : (index + 1) * self.batch_size]
+
+    def rng(self, index):
+        return np.random.default_rng([self.seed, self.epoch, index])
+
+    def __len__(self):
+        return -(-self.size // self.batch_size)
+
+    def on_epoch_end(self):
+        self.epoch += 1
+        self._rows = self.order(np.random.default_rng([self.seed, self.epoch]))
+
+
+class ShiftedBatches(EpochBatches):
     """Shuffled batches with the paper's random shift of up to `max_shift` px.
 
     Every image is moved by a random whole number of pixels in
@@ -386,41 +426,21 @@ class ShiftedBatches(keras.utils.PyDataset):
     """
 
     def __init__(self, x, y, batch_size, max_shift=2, seed=0, **kwargs):
-        super().__init__(**kwargs)
         if len(x) != len(y):
             raise ValueError(
                 f"x and y must have the same length. Received: {len(x)} and {len(y)}"
             )
-        if (
-            isinstance(max_shift, bool)
-            or not isinstance(max_shift, int)
-            or max_shift < 0
-        ):
-            raise ValueError(
-                f"`max_shift` must be a non-negative integer. Received: {max_shift!r}"
-            )
+        check_non_negative_int("max_shift", max_shift)
         self.x, self.y = x, y
-        self.batch_size = batch_size
         self.max_shift = max_shift
-        self.seed = seed
-        self.epoch = 0
-        self._order = self._shuffled()
-
-    def _shuffled(self):
-        return np.random.default_rng([self.seed, self.epoch]).permutation(len(self.x))
-
-    def __len__(self):
-        return -(-len(self.x) // self.batch_size)
+        super().__init__(len(x), batch_size, seed, **kwargs)
 
     def __getitem__(self, index):
-        rows = self._order[index * self.batch_size : (index + 1) * self.batch_size]
-        rng = np.random.default_rng([self.seed, self.epoch, index])
-        shifts = rng.integers(-self.max_shift, self.max_shift + 1, (len(rows), 2))
+        rows = self.rows(index)
+        shifts = self.rng(index).integers(
+            -self.max_shift, self.max_shift + 1, (len(rows), 2)
+        )
         return shift_images(self.x[rows], shifts), self.y[rows]
-
-    def on_epoch_end(self):
-        self.epoch += 1
-        self._order = self._shuffled()
 
 
 def affine_images(images, angle_degrees=0.0, shift=(0.0, 0.0)):

@@ -27,10 +27,10 @@ Targets (`y`) come in one of two forms (`TARGETS`):
       network with sigmoid outputs (`baseline_cnn(..., multi_label=True)`).
 """
 
-import keras
 import numpy as np
 
-from capsules_keras._checks import check_positive_int
+from capsules_keras._checks import check_non_negative_int, check_positive_int
+from capsules_keras.data import EpochBatches
 
 #: The paper's canvas (28 + 2 x 4 pixels) and largest shift.
 CANVAS_SIZE = 36
@@ -59,10 +59,7 @@ def _check_arguments(images, labels, canvas_size, max_shift):
             f"Received: classes {np.unique(labels).tolist()}"
         )
     check_positive_int("canvas_size", canvas_size)
-    if isinstance(max_shift, bool) or not isinstance(max_shift, int) or max_shift < 0:
-        raise ValueError(
-            f"`max_shift` must be a non-negative integer. Received: {max_shift!r}"
-        )
+    check_non_negative_int("max_shift", max_shift)
     height, width = images.shape[1:3]
     if canvas_size < max(height, width):
         raise ValueError(
@@ -234,7 +231,7 @@ def _cycled_permutation(rng, n, size):
     return np.concatenate([rng.permutation(n) for _ in range(-(-size // n))])[:size]
 
 
-class MultiMNISTBatches(keras.utils.PyDataset):
+class MultiMNISTBatches(EpochBatches):
     """Freshly drawn overlaid pairs for `fit`, seeded, on every backend.
 
     Each epoch takes the training digits in a new random order as the first
@@ -266,41 +263,35 @@ class MultiMNISTBatches(keras.utils.PyDataset):
         targets="capsnet",
         **kwargs,
     ):
-        super().__init__(**kwargs)
         self.images, self.labels = _check_arguments(
             images, labels, canvas_size, max_shift
         )
-        check_positive_int("batch_size", batch_size)
         if pairs_per_epoch is not None:
             check_positive_int("pairs_per_epoch", pairs_per_epoch)
         _check_targets(targets)
-        self.batch_size = batch_size
-        self.pairs_per_epoch = pairs_per_epoch or len(self.images)
         self.max_shift = max_shift
         self.canvas_size = canvas_size
-        self.seed = seed
         self.targets = targets
-        self.epoch = 0
-        self._rows = self._order()
+        size = pairs_per_epoch or len(self.images)
+        super().__init__(size, batch_size, seed, **kwargs)
 
-    def _order(self):
-        rng = np.random.default_rng([self.seed, self.epoch])
-        return _cycled_permutation(rng, len(self.images), self.pairs_per_epoch)
+    @property
+    def pairs_per_epoch(self):
+        return self.size
 
-    def __len__(self):
-        return -(-self.pairs_per_epoch // self.batch_size)
+    def order(self, rng):
+        return _cycled_permutation(rng, len(self.images), self.size)
 
     def __getitem__(self, index):
-        rows = self._rows[index * self.batch_size : (index + 1) * self.batch_size]
-        rng = np.random.default_rng([self.seed, self.epoch, index])
         pairs, pair_labels, digits = random_pairs(
-            self.images, self.labels, rows, rng, self.max_shift, self.canvas_size
+            self.images,
+            self.labels,
+            self.rows(index),
+            self.rng(index),
+            self.max_shift,
+            self.canvas_size,
         )
         return pairs, as_targets(pair_labels, digits, self.targets)
-
-    def on_epoch_end(self):
-        self.epoch += 1
-        self._rows = self._order()
 
 
 def bounding_box_overlap(digits, threshold=0.0):

@@ -227,8 +227,10 @@ def test_shifted_batches_bad_arguments():
     x = np.zeros((4, 28, 28, 1), "float32")
     with pytest.raises(ValueError, match="Received: 4 and 3"):
         ShiftedBatches(x, np.zeros(3), batch_size=2)
-    with pytest.raises(ValueError, match="Received: -1"):
+    with pytest.raises(ValueError, match="Received: max_shift=-1"):
         ShiftedBatches(x, np.zeros(4), batch_size=2, max_shift=-1)
+    with pytest.raises(ValueError, match="Received: batch_size=0"):
+        ShiftedBatches(x, np.zeros(4), batch_size=0)
 
 
 def test_no_warning_for_explicit_files(mnist_path):
