@@ -281,7 +281,7 @@ def test_fashion_mnist_environment_variable(monkeypatch, fashion_path):
 
 
 def test_unknown_dataset_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"'mnist'\]. Received: 'cifar'"):
+    with pytest.raises(ValueError, match=r"'multi_mnist'\]. Received: 'cifar'"):
         data.load_dataset("cifar")
 
 
