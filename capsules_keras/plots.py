@@ -513,6 +513,43 @@ def plot_dimension_perturbations(reconstructions, deltas, titles=None):
     return fig
 
 
+def coupling_maps(couplings, grid_shape, weights=None):
+    """Coupling coefficients per primary capsule grid cell, averaged over types.
+
+    Primary capsule `i` sits at grid cell `i // types` (row by row) and has
+    type `i % types`.
+
+    Args:
+        couplings: A list of `(in_capsules, num_classes)` arrays.
+        grid_shape: `(rows, columns)` of the primary capsule grid.
+        weights: Optional `(in_capsules,)` weights of the average over types.
+
+    Returns:
+        A list of `(num_classes, rows, columns)` arrays, one per coupling.
+    """
+    couplings = [np.asarray(c, dtype=float) for c in couplings]
+    in_capsules, num_classes = couplings[0].shape
+    grid_rows, grid_cols = grid_shape
+    types = in_capsules // (grid_rows * grid_cols)
+    if types * grid_rows * grid_cols != in_capsules:
+        raise ValueError(
+            f"{in_capsules} input capsules do not fill a {grid_rows}x{grid_cols} "
+            f"grid. Received: grid_shape={tuple(grid_shape)}"
+        )
+    if weights is None:
+        weights = np.ones(in_capsules)
+    weights = np.asarray(weights, dtype=float).reshape(grid_rows, grid_cols, types)
+    return [
+        np.einsum(
+            "hwtj,hwt->jhw",
+            c.reshape(grid_rows, grid_cols, types, num_classes),
+            weights,
+        )
+        / weights.sum(-1)
+        for c in couplings
+    ]
+
+
 def plot_coupling_coefficients(
     image, couplings, grid_shape, row_titles=None, weights=None, highlight=None
 ):
@@ -537,27 +574,8 @@ def plot_coupling_coefficients(
         A Figure with the image, `len(couplings) * num_classes` maps on one
         colour scale, and the colour bar.
     """
-    couplings = [np.asarray(c, dtype=float) for c in couplings]
-    in_capsules, num_classes = couplings[0].shape
-    grid_rows, grid_cols = grid_shape
-    types = in_capsules // (grid_rows * grid_cols)
-    if types * grid_rows * grid_cols != in_capsules:
-        raise ValueError(
-            f"{in_capsules} input capsules do not fill a {grid_rows}x{grid_cols} "
-            f"grid. Received: grid_shape={tuple(grid_shape)}"
-        )
-    if weights is None:
-        weights = np.ones(in_capsules)
-    weights = np.asarray(weights, dtype=float).reshape(grid_rows, grid_cols, types)
-    maps = [
-        np.einsum(
-            "hwtj,hwt->jhw",
-            c.reshape(grid_rows, grid_cols, types, num_classes),
-            weights,
-        )
-        / weights.sum(-1)
-        for c in couplings
-    ]  # each (num_classes, grid_rows, grid_cols)
+    maps = coupling_maps(couplings, grid_shape, weights)
+    num_classes = len(maps[0])
     # One colour scale for every map, spanning what they hold: coefficients
     # often stay close to the uniform 1 / num_classes.
     vmin, vmax = min(m.min() for m in maps), max(m.max() for m in maps)
@@ -796,24 +814,9 @@ def plot_pair_routing(
         colour scale) and the share map (red: towards `a`, green: towards
         `b`, one scale centred on the even split 0.5), and two colour bars.
     """
-    couplings = [np.asarray(c, dtype=float) for c in couplings]
-    in_capsules = couplings[0].shape[0]
-    grid_rows, grid_cols = grid_shape
-    types = in_capsules // (grid_rows * grid_cols)
-    if types * grid_rows * grid_cols != in_capsules:
-        raise ValueError(
-            f"{in_capsules} input capsules do not fill a {grid_rows}x{grid_cols} "
-            f"grid. Received: grid_shape={tuple(grid_shape)}"
-        )
     a, b = (int(c) for c in classes)
-    if weights is None:
-        weights = np.ones(in_capsules)
-    weights = np.asarray(weights, dtype=float).reshape(grid_rows, grid_cols, types)
-    maps = []  # per row: (2, grid_rows, grid_cols) mean couplings to a and b
-    for c in couplings:
-        cells = c[:, [a, b]].reshape(grid_rows, grid_cols, types, 2)
-        mean = (cells * weights[..., None]).sum(2) / weights.sum(-1)[..., None]
-        maps.append(np.moveaxis(mean, -1, 0))
+    # per row: (2, grid_rows, grid_cols) mean couplings to a and b
+    maps = [m[[a, b]] for m in coupling_maps(couplings, grid_shape, weights)]
     shares = [m[1] / (m[0] + m[1]) for m in maps]
     vmin, vmax = min(m.min() for m in maps), max(m.max() for m in maps)
     spread = max(max(np.abs(s - 0.5).max() for s in shares), 1e-3)
