@@ -4,8 +4,10 @@ Presets:
     quick   minutes on a laptop CPU (see `PRESETS`): 5,000 training images.
     paper   the paper's settings, meant for a GPU: every training image.
 
-`--model` picks the network from `MODELS`, `--dataset` the data from
-`capsules_keras.data.DATASETS`.
+`--model` picks the network from `MODELS` (CapsNet, Efficient-CapsNet, the
+CNN baseline), `--dataset` the data from `capsules_keras.data.DATASETS`
+(MNIST, Fashion-MNIST, MultiMNIST's overlapping digits); `DATASET_PRESETS`
+and `MODEL_PRESETS` adjust the presets for them.
 
 Every run writes to a new folder under `--output-dir` (an earlier run is never
 overwritten): `model.keras`, `history.csv`, `metrics.json`, `config.json` and
@@ -273,8 +275,8 @@ def positive_int(text):
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m capsules_keras.train",
-        description="Train the CapsNet of Sabour et al. (2017), or its CNN "
-        "baseline, on MNIST or Fashion-MNIST.",
+        description="Train the CapsNet of Sabour et al. (2017), Efficient-CapsNet "
+        "or the CNN baseline on MNIST, Fashion-MNIST or MultiMNIST.",
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default="quick")
     parser.add_argument(
