@@ -659,7 +659,11 @@ class EfficientCapsNet(CapsNet):
 
 
 def baseline_cnn(
-    image_shape=(28, 28, 1), num_classes=10, dropout_rate=0.5, multi_label=False
+    image_shape=(28, 28, 1),
+    num_classes=10,
+    dropout_rate=0.5,
+    multi_label=False,
+    dense_units=1143,
 ):
     """A plain CNN with CapsNet's parameter budget, for side-by-side tests.
 
@@ -684,6 +688,9 @@ def baseline_cnn(
         image_shape: `(height, width, channels)` of the input images.
         num_classes: Number of classes.
         dropout_rate: Dropout before the last layer (0 disables it).
+        dense_units: Units of the first fully connected layer, which holds
+            most of the parameters; `cnn_units_for` finds the value that
+            matches a parameter budget (1143 matches CapsNet at 28x28x1).
         multi_label: Sigmoid outputs (one independent probability per class,
             for images holding several objects, e.g. MultiMNIST's two-hot
             targets) instead of the softmax.
@@ -702,6 +709,7 @@ def baseline_cnn(
     (affNIST: a CNN "with a similar number of parameters").
     """
     check_positive_int("num_classes", num_classes)
+    check_positive_int("dense_units", dense_units)
     if not 0 <= dropout_rate < 1:
         raise ValueError(
             f"`dropout_rate` must be in [0, 1). Received: dropout_rate={dropout_rate}"
@@ -714,9 +722,25 @@ def baseline_cnn(
         if k < 3:
             x = layers.MaxPooling2D(2, name=f"pool{k}")(x)
     x = layers.Flatten(name="flatten")(x)
-    x = layers.Dense(1143, activation="relu", name="fc1")(x)
+    x = layers.Dense(dense_units, activation="relu", name="fc1")(x)
     x = layers.Dense(192, activation="relu", name="fc2")(x)
     x = layers.Dropout(dropout_rate, name="dropout")(x)
     activation = "sigmoid" if multi_label else "softmax"
     probabilities = layers.Dense(num_classes, activation=activation, name=activation)(x)
     return keras.Model(images, probabilities, name="baseline_cnn")
+
+
+def cnn_units_for(image_shape, num_classes, parameters):
+    """The `dense_units` that give `baseline_cnn` about `parameters` weights.
+
+    Every other layer's size is fixed, and the parameter count grows by
+    `flattened + 1 + 192` per unit of the first fully connected layer.
+
+    >>> cnn_units_for((28, 28, 1), 10, CapsNet().count_params())
+    1143
+    """
+    height, width, channels = image_shape
+    flattened = (height // 2 // 2) * (width // 2 // 2) * 128
+    convolutions = (25 * channels * 128 + 128) + 2 * (25 * 128 * 128 + 128)
+    fixed = convolutions + 192 + (192 * num_classes + num_classes)
+    return max(1, round((parameters - fixed) / (flattened + 1 + 192)))

@@ -286,6 +286,8 @@ def test_both_models_train_on_overlapping_digits(
         metrics = json.load(f)
     assert metrics["n_test"] == 60  # fixed test pairs, not test digits
     assert metrics["pairs_per_epoch"] == 60 and metrics["n_train"] == 100
+    if model == "cnn":  # sized like the quick preset's (narrower) CapsNet
+        assert metrics["parameters"] == pytest.approx(5_321_872, rel=1e-3)
     exact = metrics["test_accuracy"]
     at_least_one = metrics["test_accuracy_at_least_one"]
     assert 0 <= exact <= at_least_one <= 1
