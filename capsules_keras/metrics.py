@@ -96,10 +96,16 @@ class MultiLabelAccuracy(keras.metrics.MeanMetricWrapper):
         }
 
 
+def multi_label_metrics(k):
+    """Exact match and at-least-one-right for images of `k` objects."""
+    return [MultiLabelAccuracy(k), MultiLabelAccuracy(k, min_correct=1)]
+
+
 __all__ = [
     "MultiLabelAccuracy",
     "correct_in_top_k",
     "k_hot",
     "multi_label_accuracy",
+    "multi_label_metrics",
     "top_k_classes",
 ]

@@ -16,7 +16,7 @@ from capsules_keras.inputs import (
 )
 from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps, Squash
 from capsules_keras.losses import MarginLoss, ReconstructionLoss
-from capsules_keras.metrics import MultiLabelAccuracy, k_hot, top_k_classes
+from capsules_keras.metrics import k_hot, multi_label_metrics, top_k_classes
 from capsules_keras.ops import check_routing
 
 
@@ -482,8 +482,7 @@ class MultiDigitCapsNet(CapsNet):
         return super().compute_metrics(x, self._split_targets(y)[0], y_pred)
 
     def _default_metrics(self):
-        k = self.digits_per_image
-        return [MultiLabelAccuracy(k), MultiLabelAccuracy(k, min_correct=1)]
+        return multi_label_metrics(self.digits_per_image)
 
     def _prepare_labels(self, labels, num_images, name):
         return prepare_label_sets(

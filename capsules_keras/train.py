@@ -35,7 +35,7 @@ from capsules_keras.data import (
     load_dataset_from,
 )
 from capsules_keras.distribution import data_parallel, single_device
-from capsules_keras.metrics import MultiLabelAccuracy, correct_in_top_k
+from capsules_keras.metrics import correct_in_top_k, multi_label_metrics
 from capsules_keras.models import (
     CapsNet,
     EfficientCapsNet,
@@ -230,19 +230,18 @@ def build_cnn(image_shape, dataset, settings):
 def cnn_compile_kwargs(dataset):
     k = dataset.digits_per_image
     if k > 1:  # sigmoid outputs, two-hot targets
-        metrics = [MultiLabelAccuracy(k), MultiLabelAccuracy(k, min_correct=1)]
-        return {"loss": "binary_crossentropy", "metrics": metrics}
+        return {"loss": "binary_crossentropy", "metrics": multi_label_metrics(k)}
     return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}
 
 
-#: The flags of capsule models, with what they mean.
-MODEL_OPTIONS = {
-    "routing": "routing algorithm",
-    "routing_iterations": "routing iterations (default: the algorithm's)",
-    "reconstruction_weight": "weight of the summed squared reconstruction error",
-    "conv_filters": "channels of the first convolution",
-    "primary_capsules": "primary capsule types",
-}
+#: The flags of capsule models (`ModelChoice.options` says which take which).
+MODEL_OPTIONS = (
+    "routing",
+    "routing_iterations",
+    "reconstruction_weight",
+    "conv_filters",
+    "primary_capsules",
+)
 ROUTING_OPTIONS = {
     "routing_iterations": None,  # the routing algorithm's default
     "reconstruction_weight": 0.0005,  # the paper's
