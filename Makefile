@@ -1,6 +1,7 @@
-# capsules_keras: make demo | make test | make lint | make install
+# capsules_keras: make demo | make test | make lab | make lint | make install
 #
 #   make demo                      train the quick preset, write a report
+#   make lab                       open the notebooks/ in Jupyter Lab (.venv's kernel)
 #   make test                      lint + unit tests + notebooks, on all backends
 #   make test BACKENDS=jax         one backend, for quick iteration
 #   make bench                     speed and memory against the PyTorch reference
@@ -33,7 +34,7 @@ NBVAL := $(if $(NOTEBOOKS),--nbval notebooks --nbval-current-env \
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export PYTHONWARNINGS ?= ignore::DeprecationWarning
 
-.PHONY: install test lint format demo bench clean-venv
+.PHONY: install test lint format demo lab bench clean-venv
 
 install: $(VENV)/.installed
 
@@ -71,6 +72,14 @@ test: lint
 demo: install
 	KERAS_BACKEND=$${KERAS_BACKEND:-$(DEMO_BACKEND)} $(BIN)/python -m \
 		capsules_keras.train --preset quick --data "$(DATA)" $(DEMO_ARGS)
+
+# Jupyter Lab on notebooks/, with the project's .venv as the kernel. jupyterlab
+# is installed here if missing, not by `install`, to keep `make test` lean.
+# Pick the backend as for `make demo`: `KERAS_BACKEND=torch make lab`.
+lab: install
+	@$(BIN)/python -c "import jupyterlab" 2>/dev/null || \
+		$(BIN)/pip install --quiet jupyterlab
+	$(BIN)/jupyter lab notebooks
 
 bench: install
 	TEST_MNIST="$(TEST_MNIST)" $(BIN)/python benchmarks/run_all.py \
