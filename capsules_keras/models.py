@@ -58,6 +58,10 @@ class CapsNet(keras.Model):
           `(batch_size, num_classes, digit_dim)`.
         - `model.analyze(x, y=None)`: NumPy dict with the lengths, predicted
           classes, digit capsules, reconstructions and coupling coefficients.
+        - `fit` and `evaluate` log the loss's two terms next to `loss`:
+          `margin_loss` and `reconstruction_loss` (the unweighted per-image
+          sum of squared errors; absent when `reconstruction_weight=0`), so
+          `loss = margin_loss + reconstruction_weight * reconstruction_loss`.
 
     Args:
         image_shape: `(height, width, channels)` of the input images.
@@ -157,6 +161,14 @@ class CapsNet(keras.Model):
         )
         self.margin_loss = MarginLoss()
         self.reconstruction_loss = ReconstructionLoss()
+        # The two terms of the loss, logged by `fit` / `evaluate` next to it:
+        # loss = margin_loss + reconstruction_weight * reconstruction_loss.
+        self.margin_loss_mean = keras.metrics.Mean(name="margin_loss")
+        self.reconstruction_loss_mean = (
+            keras.metrics.Mean(name="reconstruction_loss")
+            if reconstruction_weight
+            else None
+        )
         # Build now: the parameter count is known at once, and the jax backend
         # needs every variable (the decoder's too) before the first step.
         self.build((None, *image_shape))
@@ -239,14 +251,22 @@ class CapsNet(keras.Model):
         return loss
 
     def _task_loss(self, x, y, y_pred, sample_weight, training):
-        loss = self.margin_loss(y, y_pred["lengths"], sample_weight)
-        if self.reconstruction_weight:
-            labels = y if training else None
-            reconstructions = self.reconstruct(y_pred["capsules"], labels)
-            loss = loss + self.reconstruction_weight * self.reconstruction_loss(
-                x, reconstructions, sample_weight
-            )
-        return loss
+        margin = self.margin_loss(y, y_pred["lengths"], sample_weight)
+        if not self.reconstruction_weight:
+            return self._logged_loss(margin)
+        labels = y if training else None
+        reconstructions = self.reconstruct(y_pred["capsules"], labels)
+        return self._logged_loss(
+            margin, self.reconstruction_loss(x, reconstructions, sample_weight)
+        )
+
+    def _logged_loss(self, margin, reconstruction=None):
+        """The loss from its terms, each logged (`margin_loss`, ...)."""
+        self.margin_loss_mean.update_state(margin)
+        if reconstruction is None:
+            return margin
+        self.reconstruction_loss_mean.update_state(reconstruction)
+        return margin + self.reconstruction_weight * reconstruction
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         """Metrics see the class probabilities (capsule lengths)."""
@@ -468,14 +488,19 @@ class MultiDigitCapsNet(CapsNet):
     def _task_loss(self, x, y, y_pred, sample_weight, training):
         labels, digits = self._split_targets(y)
         targets = k_hot(labels, self.num_classes, y_pred["lengths"].dtype)
-        loss = self.margin_loss(targets, y_pred["lengths"], sample_weight)
-        if self.reconstruction_weight and digits is not None:
-            for d in range(self.digits_per_image):
-                reconstructions = self.reconstruct(y_pred["capsules"], labels[:, d])
-                loss = loss + self.reconstruction_weight * self.reconstruction_loss(
-                    digits[:, d], reconstructions, sample_weight
-                )
-        return loss
+        margin = self.margin_loss(targets, y_pred["lengths"], sample_weight)
+        if not self.reconstruction_weight or digits is None:
+            return self._logged_loss(margin)
+        # Each digit reconstructed from its own capsule, the errors summed.
+        reconstruction = sum(
+            self.reconstruction_loss(
+                digits[:, d],
+                self.reconstruct(y_pred["capsules"], labels[:, d]),
+                sample_weight,
+            )
+            for d in range(self.digits_per_image)
+        )
+        return self._logged_loss(margin, reconstruction)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         """Metrics see the labels and the capsule lengths."""

@@ -61,6 +61,23 @@ def _loss_parts(model, x, y, labels_for_decoder):
     return outputs, float(ops.convert_to_numpy(weighted))
 
 
+def _evaluated_terms_add_up(model, x, y):
+    """`evaluate` logs margin and reconstruction losses that make up its loss."""
+    outputs = model(x)
+    margin = float(ops.convert_to_numpy(MarginLoss()(y, outputs["lengths"])))
+    recon = float(
+        ops.convert_to_numpy(
+            ReconstructionLoss()(x, model.reconstruct(outputs["capsules"]))
+        )
+    )
+    evaluated = model.evaluate(x, y, batch_size=len(x), verbose=0, return_dict=True)
+    assert evaluated["margin_loss"] == pytest.approx(margin, rel=1e-4)
+    assert evaluated["reconstruction_loss"] == pytest.approx(recon, rel=1e-4)
+    assert evaluated["loss"] == pytest.approx(
+        margin + model.reconstruction_weight * recon, rel=1e-4
+    )
+
+
 def test_decoder_masks_by_true_label_in_training_and_prediction_otherwise(digits):
     x, _ = digits
     x = x[:8]
@@ -82,8 +99,7 @@ def test_decoder_masks_by_true_label_in_training_and_prediction_otherwise(digits
         by_prediction, rel=1e-5
     )
     model.compile()
-    evaluated = model.evaluate(x, wrong, batch_size=8, verbose=0, return_dict=True)
-    assert evaluated["loss"] == pytest.approx(by_prediction, rel=1e-4)
+    _evaluated_terms_add_up(model, x, wrong)
 
 
 def test_one_epoch_on_real_digits_lowers_the_loss(digits):
@@ -93,7 +109,12 @@ def test_one_epoch_on_real_digits_lowers_the_loss(digits):
     before = model.evaluate(x, y, batch_size=100, verbose=0, return_dict=True)
     history = model.fit(x, y, batch_size=50, epochs=1, verbose=0)
     after = model.evaluate(x, y, batch_size=100, verbose=0, return_dict=True)
-    assert set(history.history) == {"loss", "accuracy"}
+    assert set(history.history) == {
+        "loss",
+        "margin_loss",
+        "reconstruction_loss",
+        "accuracy",
+    }
     assert after["loss"] < before["loss"]
     assert after["accuracy"] > 0.2  # chance is 0.1
 
@@ -104,6 +125,15 @@ def test_one_hot_labels_train_too(digits):
     model.compile()
     history = model.fit(x[:20], np.eye(10)[y[:20]], batch_size=10, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+def test_without_reconstruction_only_the_margin_loss_is_logged(digits):
+    x, y = digits
+    model = CapsNet(reconstruction_weight=0)
+    model.compile()
+    history = model.fit(x[:20], y[:20], batch_size=10, verbose=0)
+    assert set(history.history) == {"loss", "margin_loss", "accuracy"}
+    assert history.history["margin_loss"] == pytest.approx(history.history["loss"])
 
 
 def test_compile_refuses_a_foreign_loss():
