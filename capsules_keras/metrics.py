@@ -6,6 +6,8 @@ MultiMNIST). With `min_correct=k` a pair counts only if both are right (the
 paper's exact match); with `min_correct=1`, if at least one is.
 """
 
+import math
+
 import keras
 from keras import ops
 
@@ -101,9 +103,52 @@ def multi_label_metrics(k):
     return [MultiLabelAccuracy(k), MultiLabelAccuracy(k, min_correct=1)]
 
 
+def coupling_entropy(coupling, weights=None):
+    """Mean entropy of each child's couplings, as a share of the uniform's.
+
+    ```
+    H[b,i] = -sum_j c[b,i,j] log c[b,i,j] / log(num_parents)
+    result[b] = sum_i w[b,i] H[b,i] / sum_i w[b,i]     # w = 1 without weights
+    ```
+
+    1 means every child splits its vote evenly over the parents (as with one
+    iteration of dynamic routing); 0 means every child sends it all to one.
+    Weighting by the children's lengths lets a child count as much as it
+    votes: a short (inactive) child's couplings hardly matter.
+
+    Args:
+        coupling: `(batch_size, in_capsules, num_parents)` coupling
+            coefficients, each child's summing to 1 over the parents.
+        weights: Optional `(batch_size, in_capsules)` non-negative weights of
+            the children, e.g. their lengths.
+
+    Returns:
+        `(batch_size,)` float32 values in [0, 1].
+    """
+    c = ops.convert_to_tensor(coupling, dtype="float32")
+    if len(c.shape) != 3 or c.shape[-1] is None or c.shape[-1] < 2:
+        raise ValueError(
+            "`coupling` must have shape (batch_size, in_capsules, num_parents) "
+            f"with at least 2 parents. Received: coupling.shape={tuple(c.shape)}"
+        )
+    # 0 log 0 = 0: the maximum keeps log away from -inf where c is 0.
+    plogp = c * ops.log(ops.maximum(c, 1e-30))
+    entropy = -ops.sum(plogp, axis=-1) / math.log(c.shape[-1])  # (b, i)
+    if weights is None:
+        return ops.mean(entropy, axis=-1)
+    w = ops.convert_to_tensor(weights, dtype="float32")
+    if tuple(w.shape) != tuple(c.shape[:2]):
+        raise ValueError(
+            "`weights` must have shape (batch_size, in_capsules) = "
+            f"{tuple(c.shape[:2])}. Received: weights.shape={tuple(w.shape)}"
+        )
+    return ops.sum(w * entropy, axis=-1) / ops.sum(w, axis=-1)
+
+
 __all__ = [
     "MultiLabelAccuracy",
     "correct_in_top_k",
+    "coupling_entropy",
     "k_hot",
     "multi_label_accuracy",
     "multi_label_metrics",

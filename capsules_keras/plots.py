@@ -850,3 +850,34 @@ def plot_pair_routing(
     fig.colorbar(coupled, ax=axes[:, 1:3], label="mean coupling", shrink=0.9)
     fig.colorbar(split, ax=axes[:, 3], label=f"share to {b}", shrink=0.9)
     return fig
+
+
+def plot_seed_spread(results, ylabel="test accuracy", title=None):
+    """One value per seed for each of several models, with mean and range.
+
+    Args:
+        results: A dict from a model's name to its values, one per seed
+            (e.g. test accuracies), in the order the x axis shows them.
+        ylabel: The name of the values.
+        title: Optional title of the axis.
+
+    Returns:
+        A Figure with one axis: per model, a dot per seed, a bar from the
+        lowest to the highest value and a tick at the mean.
+    """
+    if not results:
+        raise ValueError(f"`results` must name at least one model. Received: {results}")
+    fig = Figure(figsize=(1.3 * len(results) + 1.5, 3.2), layout="constrained")
+    ax = fig.subplots()
+    for x, values in enumerate(results.values()):
+        values = np.asarray(values, dtype=float).ravel()
+        ax.vlines(x, values.min(), values.max(), color="tab:gray", linewidth=2)
+        ax.plot([x - 0.2, x + 0.2], [values.mean()] * 2, color="black")
+        ax.plot(np.full(len(values), x), values, "o", color="tab:blue", alpha=0.7)
+    ax.set_xticks(range(len(results)))
+    ax.set_xticklabels(list(results), rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", alpha=0.3)
+    if title is not None:
+        ax.set_title(title, fontsize=9)
+    return fig

@@ -14,6 +14,7 @@ from conftest import REPO_ROOT
 sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
 import bench_routing  # noqa: E402
+import bench_routings  # noqa: E402
 import bench_train  # noqa: E402
 import reference_accuracy  # noqa: E402
 import run_all  # noqa: E402
@@ -26,6 +27,17 @@ def test_routing_benchmark_tiny():
     for row in results:
         assert row["median_ms"] > 0 and row["ratio_to_labml"] > 0
         assert row["pass"] in ("forward", "forward+backward")
+
+
+def test_routings_benchmark_tiny():
+    results = bench_routings.run(batch=2, in_caps=16, repeats=1, warmup=1)
+    names = [row["name"] for row in results]
+    assert names == [name for name, _, _ in bench_routings.ROUTING_CASES]
+    (baseline,) = [row for row in results if row["name"] == bench_routings.BASELINE]
+    assert baseline["ratio_to_dynamic_3"] == 1
+    for row in results:
+        assert row["backend"] == keras.backend.backend() and row["median_ms"] > 0
+        assert row["jit_compile"] == (keras.backend.backend() == "jax")
 
 
 @pytest.mark.parametrize("impl", ["ours", "labml"])
