@@ -11,6 +11,15 @@ from capsules_keras.losses import (
     margin_loss,
     reconstruction_loss,
 )
+from capsules_keras.matrix_capsules import (
+    ClassMatrixCaps,
+    ConvMatrixCaps,
+    PrimaryMatrixCaps,
+    SpreadLoss,
+    SpreadMarginSchedule,
+    em_routing,
+    spread_loss,
+)
 from capsules_keras.models import CapsNet, EfficientCapsNet, MultiDigitCapsNet
 from capsules_keras.ops import (
     dynamic_routing,
@@ -25,6 +34,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CapsNet",
+    "ClassMatrixCaps",
+    "ConvMatrixCaps",
     "DigitCaps",
     "EfficientCapsNet",
     "Length",
@@ -32,14 +43,19 @@ __all__ = [
     "Mask",
     "MultiDigitCapsNet",
     "PrimaryCaps",
+    "PrimaryMatrixCaps",
     "ReconstructionLoss",
+    "SpreadLoss",
+    "SpreadMarginSchedule",
     "Squash",
     "dynamic_routing",
+    "em_routing",
     "exponential_squash",
     "inverted_dot_product_routing",
     "margin_loss",
     "reconstruction_loss",
     "safe_norm",
     "self_attention_routing",
+    "spread_loss",
     "squash",
 ]

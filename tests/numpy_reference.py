@@ -106,3 +106,81 @@ def exponential_squash(s, epsilon=EPSILON):
     """Mazzia et al. (2021): (1 - exp(-|s|)) * s / |s|."""
     norm = np.sqrt(np.sum(np.square(s), axis=-1, keepdims=True) + epsilon)
     return (1.0 - np.exp(-norm)) * s / norm
+
+
+def em_routing(votes, activations, beta_u, beta_a, iterations, final_lambda, epsilon):
+    """Hinton et al. (2018), Procedure 1, loop by loop. Returns (mu, a_out, R).
+
+    The library's choices: lambda grows linearly to `final_lambda`, the cost
+    is standardised over the parents, `epsilon` joins the variances, the
+    sums of R and the cost's variance. The E-step uses the Gaussian
+    densities themselves (no log space): fine in float64 for test sizes.
+    """
+    votes = np.asarray(votes, dtype=np.float64)
+    a_in = np.asarray(activations, dtype=np.float64)
+    batch, in_caps, out_caps, dim = votes.shape
+    beta_u = np.broadcast_to(np.asarray(beta_u, np.float64), (out_caps,))
+    beta_a = np.broadcast_to(np.asarray(beta_a, np.float64), (out_caps,))
+    r = np.full((batch, in_caps, out_caps), 1.0 / out_caps)
+    mu = np.zeros((batch, out_caps, dim))
+    sigma_sq = np.zeros((batch, out_caps, dim))
+    a_out = np.zeros((batch, out_caps))
+    cost = np.zeros((batch, out_caps))
+    for t in range(1, iterations + 1):
+        lam = final_lambda * t / iterations
+        for b in range(batch):
+            for j in range(out_caps):  # M-step
+                r_active = r[b, :, j] * a_in[b]  # R_ij <- R_ij * a_i
+                total = r_active.sum()
+                for h in range(dim):
+                    mu[b, j, h] = (r_active * votes[b, :, j, h]).sum() / (
+                        total + epsilon
+                    )
+                    deviation = (votes[b, :, j, h] - mu[b, j, h]) ** 2
+                    sigma_sq[b, j, h] = (r_active * deviation).sum() / (
+                        total + epsilon
+                    ) + epsilon
+                cost_h = (beta_u[j] + 0.5 * np.log(sigma_sq[b, j])) * total
+                cost[b, j] = cost_h.sum()
+            mean, variance = cost[b].mean(), cost[b].var()
+            for j in range(out_caps):
+                normalised = (cost[b, j] - mean) / np.sqrt(variance + epsilon)
+                a_out[b, j] = 1.0 / (1.0 + np.exp(-lam * (beta_a[j] - normalised)))
+        if t == iterations:
+            break
+        for b in range(batch):
+            for i in range(in_caps):  # E-step
+                p = np.array(
+                    [
+                        np.prod(
+                            np.exp(
+                                -((votes[b, i, j] - mu[b, j]) ** 2)
+                                / (2 * sigma_sq[b, j])
+                            )
+                            / np.sqrt(2 * np.pi * sigma_sq[b, j])
+                        )
+                        for j in range(out_caps)
+                    ]
+                )
+                r[b, i] = a_out[b] * p / np.sum(a_out[b] * p)
+    return mu, a_out, r
+
+
+def matrix_votes(poses, kernel):
+    """V_ij = M_i W_ij for poses (..., i, 16) and W (i, j, 4, 4): (..., i, j, 16)."""
+    poses = np.asarray(poses, np.float64)
+    *lead, in_caps, _ = poses.shape
+    out_caps = kernel.shape[1]
+    votes = np.zeros((*lead, in_caps, out_caps, 16))
+    for index in np.ndindex(*lead):
+        for i in range(in_caps):
+            for j in range(out_caps):
+                matrix = poses[index][i].reshape(4, 4) @ kernel[i, j]
+                votes[index][i, j] = matrix.reshape(16)
+    return votes
+
+
+def spread_loss(onehot, activations, margin):
+    """Equation 3: sum over wrong classes of max(0, m - (a_t - a_i))^2."""
+    a_t = np.sum(onehot * activations, axis=-1, keepdims=True)
+    return np.sum((1 - onehot) * np.maximum(0.0, margin - (a_t - activations)) ** 2, -1)

@@ -1,0 +1,329 @@
+"""Matrix capsules with EM routing (Hinton et al. 2018) against NumPy references.
+
+EM routing and the three layers equal loop-by-loop references, stay finite
+(values and gradients) for many iterations and all-zero inputs, route in
+float32 under reduced precision, refuse bad arguments, serialize; the spread
+loss and its margin schedule; a stack of the layers saved on one backend
+loads on the others.
+"""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import numpy_reference as ref
+import pytest
+from conftest import REPO_ROOT, gradient
+from keras import ops
+from layer_checks import check_layer
+
+from capsules_keras import (
+    ClassMatrixCaps,
+    ConvMatrixCaps,
+    PrimaryMatrixCaps,
+    SpreadLoss,
+    SpreadMarginSchedule,
+    em_routing,
+    spread_loss,
+)
+
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+BACKENDS = ("torch", "jax", "tensorflow")
+
+
+def random(*shape, scale=0.5, seed=0):
+    rng = np.random.default_rng(seed)
+    return (scale * rng.standard_normal(shape)).astype("float32")
+
+
+def uniform(*shape, seed=0):
+    return np.random.default_rng(seed).uniform(0.05, 1.0, shape).astype("float32")
+
+
+def numpy(x):
+    return ops.convert_to_numpy(x)
+
+
+def capsule_grid(batch, height, width, types, seed=0):
+    """Random matrix capsules `(batch, height, width, types, 17)`."""
+    poses = random(batch, height, width, types, 16, seed=seed)
+    activations = uniform(batch, height, width, types, 1, seed=seed + 1)
+    return np.concatenate([poses, activations], axis=-1)
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 3])
+def test_em_routing_matches_reference(iterations):
+    votes = random(2, 6, 3, 16, seed=1)  # 6 children, 3 parents
+    activations = uniform(2, 6, seed=2)
+    beta_u, beta_a = random(3, seed=3), random(3, seed=4)
+    mu, a, r = em_routing(
+        votes, activations, beta_u, beta_a, iterations, 1.5, return_assignments=True
+    )
+    mu_ref, a_ref, r_ref = ref.em_routing(
+        votes, activations, beta_u, beta_a, iterations, 1.5, 1e-4
+    )
+    np.testing.assert_allclose(numpy(mu), mu_ref, **TOLERANCE)
+    np.testing.assert_allclose(numpy(a), a_ref, **TOLERANCE)
+    np.testing.assert_allclose(numpy(r), r_ref, **TOLERANCE)
+    np.testing.assert_allclose(numpy(r).sum(-1), 1.0, atol=1e-6)
+    if iterations > 1:  # the E-step moved the assignments away from uniform
+        assert np.abs(numpy(r) - 1 / 3).max() > 1e-2
+
+
+def test_conv_matrix_caps_matches_reference():
+    x = capsule_grid(2, 5, 4, 2, seed=5)
+    layer = ConvMatrixCaps(3, kernel_size=2, strides=2, inverse_temperature=2.0)
+    out = numpy(layer(x))
+    assert out.shape == (2, 2, 2, 3, 17)
+    layer.beta_u.assign(random(3, seed=6))
+    layer.beta_a.assign(random(3, seed=7))
+    out = numpy(layer(x))
+    kernel = numpy(layer.kernel).astype("float64").reshape(8, 3, 4, 4)
+    for row in range(2):
+        for col in range(2):
+            # children in (dy, dx, type) order
+            window = x[:, 2 * row : 2 * row + 2, 2 * col : 2 * col + 2]
+            children = window.reshape(2, 8, 17)
+            votes = ref.matrix_votes(children[..., :16], kernel)
+            mu, a, _ = ref.em_routing(
+                votes,
+                children[..., 16],
+                numpy(layer.beta_u),
+                numpy(layer.beta_a),
+                3,
+                2.0,
+                1e-4,
+            )
+            np.testing.assert_allclose(out[:, row, col, :, :16], mu, **TOLERANCE)
+            np.testing.assert_allclose(out[:, row, col, :, 16], a, **TOLERANCE)
+
+
+@pytest.mark.parametrize("coordinate_addition", [True, False])
+def test_class_matrix_caps_matches_reference(coordinate_addition):
+    x = capsule_grid(2, 2, 3, 2, seed=8)
+    layer = ClassMatrixCaps(4, coordinate_addition=coordinate_addition)
+    out = numpy(layer(x))
+    kernel = numpy(layer.kernel).astype("float64")  # (types, classes, 4, 4)
+    children = x.reshape(2, 12, 17)  # (row, col, type) order
+    votes = ref.matrix_votes(children[..., :16], np.tile(kernel, (6, 1, 1, 1)))
+    if coordinate_addition:
+        for i in range(12):
+            row, col = divmod(i // 2, 3)
+            votes[:, i, :, 3] += (row + 0.5) / 2  # V[0, 3]: the scaled row
+            votes[:, i, :, 7] += (col + 0.5) / 3  # V[1, 3]: the scaled column
+    mu, a, _ = ref.em_routing(votes, children[..., 16], 0.0, 0.0, 3, 1.0, 1e-4)
+    np.testing.assert_allclose(out[..., :16], mu, **TOLERANCE)
+    np.testing.assert_allclose(out[..., 16], a, **TOLERANCE)
+
+
+@pytest.mark.parametrize("kind", ["random", "large", "zeros"])
+def test_em_routing_values_and_gradients_are_finite(kind):
+    votes = {
+        "random": random(2, 9, 4, 16, seed=9),
+        "large": random(2, 9, 4, 16, scale=50.0, seed=9),
+        "zeros": np.zeros((2, 9, 4, 16), "float32"),
+    }[kind]
+    activations = np.zeros((2, 9), "float32") if kind == "zeros" else uniform(2, 9)
+    beta_u, beta_a = random(4, seed=10), random(4, seed=11)
+
+    def route(v, a):
+        mu, a_out = em_routing(v, a, beta_u, beta_a, iterations=5)
+        return ops.sum(mu, axis=-1) + a_out
+
+    assert np.all(np.isfinite(numpy(route(votes, activations))))
+    assert np.all(np.isfinite(gradient(lambda v: route(v, activations), votes)))
+    assert np.all(np.isfinite(gradient(lambda a: route(votes, a), activations)))
+
+
+def test_layers_are_finite_for_all_zero_inputs(backend):
+    stack = [ConvMatrixCaps(3, 2), ClassMatrixCaps(4)]
+
+    def forward(x):
+        for layer in stack:
+            x = layer(x)
+        return x
+
+    zeros = np.zeros((2, 3, 3, 2, 17), "float32")
+    assert np.all(np.isfinite(numpy(forward(zeros))))
+    if backend == "jax":  # one compiled gradient, not hundreds of eager ops
+        import jax
+
+        forward = jax.jit(forward)
+    assert np.all(np.isfinite(gradient(forward, zeros)))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_reduced_precision_routes_in_float32(dtype):
+    votes, activations = random(2, 9, 4, 16, seed=12), uniform(2, 9, seed=13)
+    mu, a = em_routing(votes, activations, 0.0, 0.0)
+    mu_low, a_low = em_routing(ops.cast(votes, dtype), activations, 0.0, 0.0)
+    assert keras.backend.standardize_dtype(mu_low.dtype) == dtype
+    assert keras.backend.standardize_dtype(a_low.dtype) == dtype
+    np.testing.assert_allclose(numpy(ops.cast(mu_low, "float32")), numpy(mu), atol=3e-2)
+    np.testing.assert_allclose(numpy(ops.cast(a_low, "float32")), numpy(a), atol=3e-2)
+    layer = ConvMatrixCaps(3, 2, dtype=f"mixed_{dtype}")
+    out = layer(capsule_grid(2, 3, 3, 2))
+    assert keras.backend.standardize_dtype(out.dtype) == dtype
+    assert np.all(np.isfinite(numpy(ops.cast(out, "float32"))))
+
+
+def test_bad_arguments_and_shapes_are_refused():
+    votes, activations = random(2, 6, 3, 16), uniform(2, 6)
+    cases = [
+        (lambda: em_routing(votes[..., :9], activations, 0, 0), r"votes.shape=\("),
+        (lambda: em_routing(votes, activations[:, :5], 0, 0), "activations.shape"),
+        (lambda: em_routing(votes, activations, np.zeros(4), 0), "beta_u.shape"),
+        (lambda: em_routing(votes, activations, 0, np.zeros((3, 1))), "beta_a.shape"),
+        (lambda: em_routing(votes, activations, 0, 0, 0), "iterations=0"),
+        (
+            lambda: em_routing(votes, activations, 0, 0, inverse_temperature=-1.0),
+            "inverse_temperature=-1.0",
+        ),
+        (lambda: ConvMatrixCaps(0), "capsule_types=0"),
+        (lambda: ConvMatrixCaps(4, kernel_size=2.5), "kernel_size=2.5"),
+        (lambda: ConvMatrixCaps(4, routing_iterations=0), "routing_iterations=0"),
+        (lambda: ClassMatrixCaps(4, epsilon=0), "epsilon=0"),
+        (lambda: PrimaryMatrixCaps(-2), "capsule_types=-2"),
+        (lambda: SpreadLoss(margin=1.5), "margin=1.5"),
+        (lambda: SpreadMarginSchedule(start=0.9, stop=0.2), "start=0.9"),
+    ]
+    for make, message in cases:
+        with pytest.raises(ValueError, match=message):
+            make()
+    with pytest.raises(ValueError, match=r"input_shape=\(2, 3, 3, 2, 16\)"):
+        ConvMatrixCaps(4, 2)(np.zeros((2, 3, 3, 2, 16), "float32"))
+    with pytest.raises(ValueError, match="does not fit"):
+        ConvMatrixCaps(4, 3)(capsule_grid(1, 2, 4, 2))
+    with pytest.raises(ValueError, match=r"input_shape=\(2, 6, 17\)"):
+        ClassMatrixCaps(4)(np.zeros((2, 6, 17), "float32"))
+    layer = ClassMatrixCaps(4)
+    layer(capsule_grid(1, 2, 2, 3))
+    with pytest.raises(ValueError, match="built for 3"):
+        layer(capsule_grid(1, 2, 2, 5))
+    with pytest.raises(ValueError, match="height, width, channels"):
+        PrimaryMatrixCaps(4)(np.zeros((2, 8, 8), "float32"))
+
+
+def test_layers_serialize_and_save(tmp_path):
+    check_layer(
+        lambda: PrimaryMatrixCaps(3, kernel_size=2),
+        [random(2, 5, 5, 4)],
+        (2, 4, 4, 3, 17),
+        4,
+        tmp_path,
+    )
+    check_layer(
+        lambda: ConvMatrixCaps(3, 2, strides=1, inverse_temperature=0.5),
+        [capsule_grid(2, 3, 3, 2)],
+        (2, 2, 2, 3, 17),
+        3,
+        tmp_path,
+    )
+    check_layer(
+        lambda: ClassMatrixCaps(4, coordinate_addition=False, routing_iterations=2),
+        [capsule_grid(2, 2, 2, 3)],
+        (2, 4, 17),
+        3,
+        tmp_path,
+    )
+    layer = PrimaryMatrixCaps(3)
+    out = numpy(layer(random(2, 5, 5, 4)))
+    assert np.all((out[..., 16] > 0) & (out[..., 16] < 1))  # sigmoid activations
+
+
+def test_spread_loss_matches_reference_and_takes_labels_or_one_hot():
+    activations = uniform(5, 4, seed=14)
+    labels = np.array([0, 3, 1, 2, 3])
+    onehot = np.eye(4, dtype="float32")[labels]
+    for margin in (0.2, 0.9):
+        expected = ref.spread_loss(onehot, activations, margin)
+        for y in (labels, onehot):
+            got = numpy(spread_loss(y, activations, margin))
+            np.testing.assert_allclose(got, expected, **TOLERANCE)
+        loss = SpreadLoss(margin=margin)
+        np.testing.assert_allclose(
+            float(loss(labels, activations)), expected.mean(), **TOLERANCE
+        )
+    config = SpreadLoss(margin=keras.Variable(0.4)).get_config()
+    assert SpreadLoss.from_config(config).margin == pytest.approx(0.4)
+
+
+class SpreadNet(keras.Model):
+    """The three layers and a margin variable that `SpreadMarginSchedule` raises."""
+
+    def __init__(self):
+        super().__init__()
+        self.spread_margin = keras.Variable(0.2, trainable=False, name="spread_margin")
+        self.primary = PrimaryMatrixCaps(4)
+        self.conv = ConvMatrixCaps(4, 3, strides=2, routing_iterations=2)
+        self.classes = ClassMatrixCaps(10, routing_iterations=2)
+
+    def call(self, x):
+        return self.classes(self.conv(self.primary(x)))[..., -1]  # activations
+
+
+def test_spread_margin_schedule_raises_the_margin_the_compiled_step_reads():
+    x, y = random(16, 7, 7, 3, seed=20), np.arange(16) % 10
+    model = SpreadNet()
+    model.compile(keras.optimizers.Adam(1e-2), loss=SpreadLoss(model.spread_margin))
+    loose = model.evaluate(x, y, verbose=0)
+    model.spread_margin.assign(0.9)
+    assert model.evaluate(x, y, verbose=0) > loose + 1e-3  # not a baked constant
+    model.spread_margin.assign(0.2)
+    history = model.fit(
+        x,
+        y,
+        batch_size=8,
+        epochs=3,
+        callbacks=[SpreadMarginSchedule(step=0.05)],
+        verbose=0,
+    )
+    assert float(numpy(model.spread_margin)) == pytest.approx(0.3)
+    assert np.all(np.isfinite(history.history["loss"]))
+    with pytest.raises(ValueError, match="a model of type Sequential"):
+        plain = keras.Sequential([keras.Input((7, 7, 3)), PrimaryMatrixCaps(4)])
+        plain.compile(loss="mse")
+        plain.fit(
+            x,
+            np.zeros((16, 7, 7, 4, 17)),
+            callbacks=[SpreadMarginSchedule()],
+            verbose=0,
+        )
+
+
+LOAD_SCRIPT = """
+import sys, numpy as np, keras
+import capsules_keras
+model = keras.saving.load_model(sys.argv[2])
+np.save(sys.argv[2] + ".npy", keras.ops.convert_to_numpy(model(np.load(sys.argv[1]))))
+print(keras.backend.backend())
+"""
+
+
+def test_a_stack_saved_here_loads_under_the_other_backends(tmp_path):
+    x = random(2, 7, 7, 3, seed=21)
+    model = keras.Sequential(
+        [
+            keras.Input((7, 7, 3)),
+            PrimaryMatrixCaps(4),
+            ConvMatrixCaps(4, 3, strides=2),
+            ClassMatrixCaps(10),
+        ]
+    )
+    expected = numpy(model(x))
+    path = str(tmp_path / "em.keras")
+    model.save(path)
+    np.save(tmp_path / "x.npy", x)
+    for other in (b for b in BACKENDS if b != keras.backend.backend()):
+        result = subprocess.run(
+            [sys.executable, "-c", LOAD_SCRIPT, str(tmp_path / "x.npy"), path],
+            env={**os.environ, "KERAS_BACKEND": other},
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.split()[-1] == other
+        np.testing.assert_allclose(np.load(path + ".npy"), expected, atol=1e-4)
