@@ -50,6 +50,23 @@ def fashion_path():
     return offline_file("fashion_path")
 
 
+#: Tolerance of a result against its NumPy reference (float32).
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+#: Every backend the suite runs on (e.g. for cross-backend loading).
+BACKENDS = ("torch", "jax", "tensorflow")
+
+
+def random(*shape, scale=0.5, seed=0):
+    """Seeded N(0, scale^2) float32 values of `shape`."""
+    rng = np.random.default_rng(seed)
+    return (scale * rng.standard_normal(shape)).astype("float32")
+
+
+def numpy(x):
+    """A backend tensor as a NumPy array."""
+    return keras.ops.convert_to_numpy(x)
+
+
 def gradient(fn, x):
     """d sum(fn(x)) / dx as NumPy, with the current backend's autodiff.
 

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import numpy_reference as ref
 import pytest
-from conftest import REPO_ROOT, gradient
+from conftest import BACKENDS, REPO_ROOT, TOLERANCE, gradient, numpy, random
 from keras import ops
 from layer_checks import check_layer
 
@@ -29,21 +29,9 @@ from capsules_keras import (
     spread_loss,
 )
 
-TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
-BACKENDS = ("torch", "jax", "tensorflow")
-
-
-def random(*shape, scale=0.5, seed=0):
-    rng = np.random.default_rng(seed)
-    return (scale * rng.standard_normal(shape)).astype("float32")
-
 
 def uniform(*shape, seed=0):
     return np.random.default_rng(seed).uniform(0.05, 1.0, shape).astype("float32")
-
-
-def numpy(x):
-    return ops.convert_to_numpy(x)
 
 
 def capsule_grid(batch, height, width, types, seed=0):

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import numpy_reference as ref
 import pytest
-from conftest import REPO_ROOT, gradient
+from conftest import BACKENDS, REPO_ROOT, TOLERANCE, gradient, numpy, random
 from keras import ops
 from layer_checks import check_layer
 
@@ -26,18 +26,6 @@ from capsules_keras.ops import (
     layer_norm,
     self_attention_routing,
 )
-
-TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
-BACKENDS = ("torch", "jax", "tensorflow")
-
-
-def random(*shape, scale=0.5, seed=0):
-    rng = np.random.default_rng(seed)
-    return (scale * rng.standard_normal(shape)).astype("float32")
-
-
-def numpy(x):
-    return ops.convert_to_numpy(x)
 
 
 def test_self_attention_routing_matches_reference():
