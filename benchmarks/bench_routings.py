@@ -39,7 +39,7 @@ BASELINE = "dynamic, 3"
 
 
 def training_step(routing, iterations, u, labels):
-    """A zero-argument callable that runs one training step and waits for it."""
+    """The compiled model, and a zero-argument callable that runs one training step."""
     keras.utils.set_random_seed(0)
     inputs = keras.Input(u.shape[1:])
     capsules = DigitCaps(10, 16, routing_iterations=iterations, routing=routing)(inputs)
