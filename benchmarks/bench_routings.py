@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from common import interleaved_medians, machine, write_json  # noqa: E402
+from common import interleaved_medians, write_results  # noqa: E402
 
 from capsules_keras import DigitCaps, Length, MarginLoss, squash  # noqa: E402
 
@@ -91,15 +91,7 @@ def main(argv=None):
     parser.add_argument("--out", default="-", help="JSON file, or - for stdout")
     args = parser.parse_args(argv)
     results = run(args.batch, args.in_capsules, args.repeats, args.warmup)
-    write_json(
-        args.out,
-        {
-            "benchmark": "routings",
-            "machine": machine(),
-            "settings": vars(args),
-            "results": results,
-        },
-    )
+    write_results(args.out, "routings", args, results)
     return results
 
 

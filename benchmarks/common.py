@@ -141,3 +141,16 @@ def write_json(path, data):
         return
     with open(path, "w") as f:
         json.dump(data, f, indent=2)
+
+
+def write_results(path, benchmark, args, results):
+    """`write_json` of a timing run: its name, the machine, the settings, the rows."""
+    write_json(
+        path,
+        {
+            "benchmark": benchmark,
+            "machine": machine(),
+            "settings": vars(args),
+            "results": results,
+        },
+    )

@@ -14,6 +14,7 @@ from capsules_keras.losses import (
 from capsules_keras.matrix_capsules import (
     ClassMatrixCaps,
     ConvMatrixCaps,
+    MatrixCapsNet,
     PrimaryMatrixCaps,
     SpreadLoss,
     SpreadMarginSchedule,
@@ -41,6 +42,7 @@ __all__ = [
     "Length",
     "MarginLoss",
     "Mask",
+    "MatrixCapsNet",
     "MultiDigitCapsNet",
     "PrimaryCaps",
     "PrimaryMatrixCaps",

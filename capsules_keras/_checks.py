@@ -36,3 +36,16 @@ def check_rank(name, shape, rank, layout):
             f"{name} expects inputs of rank {rank}, {layout}. "
             f"Received: input_shape={tuple(shape)}"
         )
+
+
+def check_image_shape(image_shape):
+    """`image_shape` as a tuple; raises unless it is (height, width, channels) > 0."""
+    image_shape = tuple(image_shape)
+    if len(image_shape) != 3 or not all(
+        isinstance(d, int) and d > 0 for d in image_shape
+    ):
+        raise ValueError(
+            "`image_shape` must be (height, width, channels) of positive "
+            f"integers. Received: image_shape={image_shape}"
+        )
+    return image_shape

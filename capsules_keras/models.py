@@ -6,8 +6,13 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from capsules_keras._checks import check_positive_int, check_positive_number
+from capsules_keras._checks import (
+    check_image_shape,
+    check_positive_int,
+    check_positive_number,
+)
 from capsules_keras.inputs import (
+    PreparedInputsModel,
     is_array,
     prepare_image_sets,
     prepare_images,
@@ -21,7 +26,7 @@ from capsules_keras.ops import check_routing
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
-class CapsNet(keras.Model):
+class CapsNet(PreparedInputsModel):
     """The CapsNet of Sabour et al. (2017), ready for `compile` and `fit`.
 
     ```
@@ -105,14 +110,7 @@ class CapsNet(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        image_shape = tuple(image_shape)
-        if len(image_shape) != 3 or not all(
-            isinstance(d, int) and d > 0 for d in image_shape
-        ):
-            raise ValueError(
-                "`image_shape` must be (height, width, channels) of positive "
-                f"integers. Received: image_shape={image_shape}"
-            )
+        image_shape = check_image_shape(image_shape)
         for name, value in (
             ("num_classes", num_classes),
             ("conv_filters", conv_filters),
@@ -295,18 +293,6 @@ class CapsNet(keras.Model):
     def _default_metrics(self):
         return ["accuracy"]
 
-    def compile_from_config(self, config):
-        """Re-compiles a loaded model (Keras skips a custom `compile`).
-
-        `jit_compile` is reset to `"auto"`: the saved value is the choice of the
-        backend that saved the model (e.g. True on jax), and forcing it on
-        another backend can be slow (torch.compile on torch).
-        """
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**{**config, "jit_compile": "auto"})
-        if self.built:
-            self.optimizer.build(self.trainable_variables)  # for its saved state
-
     def prepare(self, x, y=None):
         """Checked, converted images and labels (see `capsules_keras.inputs`).
 
@@ -321,20 +307,6 @@ class CapsNet(keras.Model):
 
     def _prepare_targets(self, y, num_images):
         return self._prepare_labels(y, num_images, "y") if is_array(y) else y
-
-    def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
-        """`keras.Model.fit` after `prepare` of `x, y` and `validation_data`."""
-        x, y = self.prepare(x, y)
-        if isinstance(validation_data, (tuple, list)) and len(validation_data) > 1:
-            validation_data = (
-                *self.prepare(*validation_data[:2]),
-                *validation_data[2:],
-            )
-        return super().fit(x, y, *args, validation_data=validation_data, **kwargs)
-
-    def evaluate(self, x=None, y=None, *args, **kwargs):
-        """`keras.Model.evaluate` after `prepare` of `x, y`."""
-        return super().evaluate(*self.prepare(x, y), *args, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Class probabilities (the digit capsules' lengths), `(n, classes)`."""

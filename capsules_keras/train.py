@@ -4,10 +4,11 @@ Presets:
     quick   minutes on a laptop CPU (see `PRESETS`): 5,000 training images.
     paper   the paper's settings, meant for a GPU: every training image.
 
-`--model` picks the network from `MODELS` (CapsNet, Efficient-CapsNet, the
-CNN baseline), `--dataset` the data from `capsules_keras.data.DATASETS`
-(MNIST, Fashion-MNIST, MultiMNIST's overlapping digits); `DATASET_PRESETS`
-and `MODEL_PRESETS` adjust the presets for them.
+`--model` picks the network from `MODELS` (CapsNet, Efficient-CapsNet,
+matrix capsules with EM routing, the CNN baseline), `--dataset` the data
+from `capsules_keras.data.DATASETS` (MNIST, Fashion-MNIST, MultiMNIST's
+overlapping digits); `DATASET_PRESETS` and `MODEL_PRESETS` adjust the
+presets for them.
 
 Every run writes to a new folder under `--output-dir` (an earlier run is never
 overwritten): `model.keras`, `history.csv`, `metrics.json`, `config.json` and
@@ -35,6 +36,7 @@ from capsules_keras.data import (
     load_dataset_from,
 )
 from capsules_keras.distribution import data_parallel, single_device
+from capsules_keras.matrix_capsules import MatrixCapsNet, SpreadMarginSchedule
 from capsules_keras.metrics import correct_in_top_k, multi_label_metrics
 from capsules_keras.models import (
     CapsNet,
@@ -116,6 +118,18 @@ MODEL_PRESETS = {
             "lr_decay": 0.98,
         },
     },
+    # Measured here (benchmarks/em/README.md): Adam 3e-3 at batch 32 learns
+    # (1e-2 was slower); x0.9 per epoch. The spread-loss margin reaches 0.9
+    # after 7 epochs (SpreadMarginSchedule), so the quick preset runs 8.
+    "em": {
+        "quick": {
+            "epochs": 8,
+            "batch_size": 32,
+            "learning_rate": 3e-3,
+            "lr_decay": 0.9,
+        },
+        "paper": {"batch_size": 32, "learning_rate": 3e-3, "lr_decay": 0.9},
+    },
 }
 MAX_SHIFT = 2  # pixels, the paper's augmentation
 
@@ -164,6 +178,10 @@ class ModelChoice:
             when images hold several digits, or None if it cannot.
         options: The model flags it takes (keys of `MODEL_OPTIONS`), with
             their defaults; a preset's value, if any, goes first.
+        callbacks: What training needs besides the trainer's own callbacks
+            (e.g. the spread-loss margin schedule).
+        jit_compile: What `--jit-compile auto` means for this model, by
+            backend, where it differs from `JIT_COMPILE_DEFAULTS`.
     """
 
     title: str
@@ -171,6 +189,8 @@ class ModelChoice:
     compile_kwargs: object
     targets: str
     options: dict = dataclasses.field(default_factory=dict)
+    callbacks: tuple = ()
+    jit_compile: dict = dataclasses.field(default_factory=dict)
 
 
 def build_capsnet(image_shape, dataset, settings):
@@ -196,6 +216,14 @@ def build_efficient(image_shape, dataset, settings):
         routing=settings["routing"],
         routing_iterations=settings["routing_iterations"],
         reconstruction_weight=settings["reconstruction_weight"],
+    )
+
+
+def build_em(image_shape, dataset, settings):
+    return MatrixCapsNet(
+        image_shape=image_shape,
+        num_classes=dataset.num_classes,
+        routing_iterations=settings["routing_iterations"],
     )
 
 
@@ -269,6 +297,21 @@ MODELS = {
         None,
         {"routing": "self_attention", **ROUTING_OPTIONS},
     ),
+    # Hinton et al.'s matrix capsules, scaled for 28x28 images (63k
+    # parameters): EM routing, the spread loss with its rising margin.
+    "em": ModelChoice(
+        "Matrix capsules with EM routing",
+        build_em,
+        lambda dataset: {},
+        None,
+        {"routing_iterations": MatrixCapsNet.ROUTING_ITERATIONS},
+        (SpreadMarginSchedule,),
+        # Its step is the routing loop, not a strided convolution: XLA took
+        # 685 ms against graph mode's 1,868 ms per step on tensorflow
+        # (benchmarks/em/README.md). torch.compile was 2.9x faster than
+        # eager per step too, but its compile time is not measured: eager.
+        {"tensorflow": True},
+    ),
     # The same-budget CNN of `models.baseline_cnn`, for comparisons that run
     # through the same command, data and schedule.
     "cnn": ModelChoice("baseline CNN", build_cnn, cnn_compile_kwargs, "two_hot"),
@@ -305,7 +348,8 @@ def build_parser():
         choices=sorted(MODELS),
         default="capsnet",
         help="capsnet: the paper's CapsNet; efficient: Efficient-CapsNet "
-        "(161k parameters); cnn: the same-budget CNN baseline",
+        "(161k parameters); em: matrix capsules with EM routing (63k "
+        "parameters); cnn: the same-budget CNN baseline",
     )
     parser.add_argument("--dataset", choices=sorted(DATASETS), default="mnist")
     parser.add_argument("--epochs", type=positive_int)
@@ -324,7 +368,7 @@ def build_parser():
         "--routing-iterations",
         type=positive_int,
         help="routing iterations of a capsule model (default: the algorithm's; "
-        "3 for dynamic routing, the paper's)",
+        "3 for dynamic routing, the paper's; 2 EM iterations for em)",
     )
     parser.add_argument(
         "--reconstruction-weight",
@@ -377,7 +421,7 @@ def build_parser():
         choices=("auto", "on", "off"),
         default="auto",
         help="compile the train step (auto: the faster choice measured for the "
-        "backend, see JIT_COMPILE_DEFAULTS)",
+        "backend and model, see JIT_COMPILE_DEFAULTS and MODELS)",
     )
     parser.add_argument(
         "--dtype-policy",
@@ -683,9 +727,8 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
         decay_rate=settings["lr_decay"],
         staircase=True,
     )
-    jit = {"auto": default_jit_compile(), "on": True, "off": False}[
-        settings["jit_compile"]
-    ]
+    auto = choice.jit_compile.get(keras.backend.backend(), default_jit_compile())
+    jit = {"auto": auto, "on": True, "off": False}[settings["jit_compile"]]
     model.compile(
         optimizer=keras.optimizers.Adam(schedule),
         jit_compile=jit,
@@ -698,6 +741,7 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
         # The log goes first: see EpochLog.on_epoch_end.
         EpochLog(history_path),
         keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup")),
+        *(make() for make in choice.callbacks),
     ]
     validation_targets = y_test
     if dataset.digits_per_image > 1:
@@ -735,6 +779,7 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
         "augment": settings["augment"],
         "distribute": settings["distribute"],
         "dtype_policy": settings["dtype_policy"],
+        "jit_compile": jit,
         "train_seconds": train_seconds,
         "images_per_second": images_per_epoch * len(history["loss"]) / train_seconds,
         "evaluation_seconds": evaluation_seconds,

@@ -13,6 +13,7 @@ from conftest import REPO_ROOT
 
 sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
+import bench_em  # noqa: E402
 import bench_routing  # noqa: E402
 import bench_routings  # noqa: E402
 import bench_train  # noqa: E402
@@ -38,6 +39,15 @@ def test_routings_benchmark_tiny():
     for row in results:
         assert row["backend"] == keras.backend.backend() and row["median_ms"] > 0
         assert row["jit_compile"] == (keras.backend.backend() == "jax")
+
+
+def test_em_benchmark_tiny():
+    results = bench_em.run(batch=2, repeats=1, warmup=1, opt_in=False)
+    assert [row["routing_iterations"] for row in results] == [1, 2, 3]
+    for row in results:
+        assert row["backend"] == keras.backend.backend() and row["median_ms"] > 0
+        assert row["jit_compile"] == (keras.backend.backend() == "jax")
+        assert row["parameters"] == 63_389 and row["images_per_second"] > 0
 
 
 @pytest.mark.parametrize("impl", ["ours", "labml"])

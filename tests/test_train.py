@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
-from capsules_keras import evaluate, train
+from capsules_keras import MatrixCapsNet, evaluate, train
 
 ARTIFACTS = {
     "model.keras",
@@ -37,6 +37,7 @@ METRIC_KEYS = {
     "n_test",
     "routing_iterations",
     "parameters",
+    "jit_compile",
 }
 
 
@@ -404,3 +405,33 @@ def test_efficient_capsnet_trains_through_the_same_command(mnist_path, tmp_path)
     assert "reconstructions.png" in os.listdir(run_dir)
     with open(os.path.join(run_dir, "report.md")) as f:
         assert f.read().startswith("# Efficient-CapsNet on MNIST")
+
+
+def test_matrix_capsules_train_through_the_same_command(mnist_path, tmp_path):
+    def settings(*flags):
+        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+
+    quick = settings("--model", "em")
+    assert quick["routing_iterations"] == MatrixCapsNet.ROUTING_ITERATIONS
+    assert quick["routing"] is None and quick["conv_filters"] is None
+    assert quick["max_train_samples"] == 5000
+    with pytest.raises(SystemExit, match="only to capsnet"):
+        train.main(
+            tiny_args(mnist_path, tmp_path, "--model", "em", "--routing", "dynamic")
+        )
+    assert os.listdir(tmp_path) == []
+    args = tiny_args(mnist_path, tmp_path, "--model", "em", "--epochs", "2")
+    assert train.main(args + ["--routing-iterations", "1"]) == 0
+    run_dir = only_run(tmp_path)
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["model"] == "em" and metrics["routing_iterations"] == 1
+    assert metrics["epochs"] == 2 and metrics["parameters"] == 63_389
+    # --jit-compile auto: XLA on jax and, for this model, on tensorflow.
+    assert metrics["jit_compile"] == (keras.backend.backend() != "torch")
+    model = keras.saving.load_model(os.path.join(run_dir, "model.keras"))
+    assert isinstance(model, MatrixCapsNet) and model.routing_iterations == 1
+    # SpreadMarginSchedule raised the margin at the start of epoch 2.
+    assert float(model.spread_margin) == pytest.approx(0.3)
+    with open(os.path.join(run_dir, "report.md")) as f:
+        assert f.read().startswith("# Matrix capsules with EM routing on MNIST")
