@@ -428,15 +428,16 @@ class _EMRoutingLayer(layers.Layer):
             name="beta_a", shape=(num_parents,), initializer="zeros"
         )
 
-    def _route(self, votes, activations):
+    def _route(self, votes, activations, iterations=None, return_assignments=False):
         return em_routing(
             votes,
             activations,
             self.beta_u,
             self.beta_a,
-            self.routing_iterations,
+            self.routing_iterations if iterations is None else iterations,
             self.inverse_temperature,
             self.epsilon,
+            return_assignments=return_assignments,
         )
 
     def get_config(self):
@@ -750,6 +751,23 @@ class ClassMatrixCaps(_EMRoutingLayer):
         return offsets.reshape(height * width * in_types, 1, POSE_SIZE)
 
     def call(self, inputs):
+        return self.route(inputs)[0]
+
+    def route(self, inputs, routing_iterations=None):
+        """The class capsules and the assignments `R` that routed them.
+
+        Args:
+            inputs: Capsules `(batch_size, height, width, in_types, 17)`.
+            routing_iterations: Route with this many EM iterations instead
+                of the layer's own.
+
+        Returns:
+            `(capsules, assignments)`: `(batch_size, num_classes, 17)` as
+            `call` gives them, and `R` `(batch_size, height * width *
+            in_types, num_classes)` (float32) of the last M-step, each
+            child's row summing to 1 (uniform after one iteration);
+            children in (row, col, type) order.
+        """
         height, width, in_types = self._grid(inputs.shape)
         num_children = height * width * in_types
         # (b, H * W * in_types, 17): children in (row, col, type) order
@@ -761,8 +779,11 @@ class ClassMatrixCaps(_EMRoutingLayer):
         if self.coordinate_addition:
             offsets = self._coordinate_offsets(height, width, in_types)
             votes = votes + ops.cast(offsets, votes.dtype)
-        parent_poses, parent_activations = self._route(votes, activations)
-        return _join_capsules(parent_poses, parent_activations)  # (b, classes, 17)
+        parent_poses, parent_activations, assignments = self._route(
+            votes, activations, routing_iterations, return_assignments=True
+        )
+        capsules = _join_capsules(parent_poses, parent_activations)
+        return capsules, assignments  # (b, classes, 17), (b, i, classes)
 
     def compute_output_shape(self, input_shape):
         self._grid(input_shape)
@@ -923,12 +944,50 @@ class MatrixCapsNet(PreparedInputsModel):
     def _capsule_layers(self):
         return (self.primary_caps, self.conv_caps_1, self.conv_caps_2, self.class_caps)
 
-    def class_capsules(self, images, training=False):
-        """Class capsules `(batch_size, num_classes, 17)` of prepared images."""
+    def _class_inputs(self, images, training=False):
+        """The capsules the class layer routes, `(batch_size, H, W, D, 17)`."""
         x = self.relu(self.batch_norm(self.conv(images), training=training))
-        for layer in self._capsule_layers():
+        for layer in self._capsule_layers()[:-1]:
             x = layer(x)
         return x
+
+    def class_capsules(self, images, training=False):
+        """Class capsules `(batch_size, num_classes, 17)` of prepared images."""
+        return self.class_caps(self._class_inputs(images, training))
+
+    def analyze(self, images, batch_size=128, routing_iterations=None):
+        """What the class capsules see for a few images, as NumPy arrays.
+
+        Args:
+            images: `(n, *image_shape)` images (as `predict` takes them).
+            batch_size: Images per forward pass.
+            routing_iterations: Route the class capsules with this many EM
+                iterations instead of the model's own (the convolutional
+                capsule layers keep theirs); 1 gives uniform assignments.
+
+        Returns:
+            A dict with `activations` `(n, classes)` (the class scores),
+            `predictions` `(n,)`, `assignments` `(n, children, classes)`,
+            the class layer's `R` of its last M-step, and
+            `child_activations` `(n, children)`, the activations `a_i` that
+            weigh each child's votes. `children` are the cells of the last
+            convolutional capsule layer in (row, col, type) order: child
+            `i` sits in grid cell `i // capsule_types[-1]`, row by row.
+        """
+        images = prepare_images(images, self.image_shape, name="images")
+        parts = []
+        for start in range(0, len(images), batch_size):
+            x = self._class_inputs(images[start : start + batch_size])
+            capsules, assignments = self.class_caps.route(x, routing_iterations)
+            part = {
+                "activations": capsules[..., POSE_SIZE],
+                "assignments": assignments,
+                "child_activations": ops.reshape(x[..., POSE_SIZE], (len(x), -1)),
+            }
+            parts.append({k: ops.convert_to_numpy(v) for k, v in part.items()})
+        result = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        result["predictions"] = result["activations"].argmax(-1)
+        return result
 
     def call(self, images, training=None):
         # The class scores: the activations of the class capsules.

@@ -145,9 +145,20 @@ MAX_SHIFT = 2  # pixels, the paper's augmentation
 JIT_COMPILE_DEFAULTS = {"jax": True, "tensorflow": False, "torch": False}
 
 
-def default_jit_compile(backend=None):
-    """The measured-faster `jit_compile` setting for `backend` (or the current)."""
-    return JIT_COMPILE_DEFAULTS[backend or keras.backend.backend()]
+def default_jit_compile(backend=None, model="capsnet"):
+    """The measured-faster `jit_compile` setting: what `--jit-compile auto` means.
+
+    Args:
+        backend: A Keras backend name; the current one if None.
+        model: A `--model` name (a key of `MODELS`): a model's own choice
+            (`ModelChoice.jit_compile`) overrides `JIT_COMPILE_DEFAULTS`.
+    """
+    if model not in MODELS:
+        raise ValueError(
+            f"`model` must be one of {sorted(MODELS)}. Received: {model!r}"
+        )
+    backend = backend or keras.backend.backend()
+    return MODELS[model].jit_compile.get(backend, JIT_COMPILE_DEFAULTS[backend])
 
 
 SETTINGS = (
@@ -696,7 +707,7 @@ def train(settings, run_dir, setup, log=print):
     else:
         sizes = f"{training_set} training, {len(x_test):,} test images"
     log(f"Sizes:     {sizes}")
-    shown = ("model", "preset", *SETTINGS, *MODEL_OPTIONS)
+    shown = dict.fromkeys(("model", "preset", *SETTINGS, *MODEL_OPTIONS))  # once each
     log(
         "Settings:  "
         + ", ".join(f"{k}={settings[k]}" for k in shown if settings[k] is not None)
@@ -727,7 +738,7 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
         decay_rate=settings["lr_decay"],
         staircase=True,
     )
-    auto = choice.jit_compile.get(keras.backend.backend(), default_jit_compile())
+    auto = default_jit_compile(model=settings["model"])
     jit = {"auto": auto, "on": True, "off": False}[settings["jit_compile"]]
     model.compile(
         optimizer=keras.optimizers.Adam(schedule),

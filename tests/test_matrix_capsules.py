@@ -102,9 +102,19 @@ def test_class_matrix_caps_matches_reference(coordinate_addition):
             row, col = divmod(i // 2, 3)
             votes[:, i, :, 3] += (row + 0.5) / 2  # V[0, 3]: the scaled row
             votes[:, i, :, 7] += (col + 0.5) / 3  # V[1, 3]: the scaled column
-    mu, a, _ = ref.em_routing(votes, children[..., 16], 0.0, 0.0, 3, 1.0, 1e-4)
+    mu, a, r = ref.em_routing(votes, children[..., 16], 0.0, 0.0, 3, 1.0, 1e-4)
     np.testing.assert_allclose(out[..., :16], mu, **TOLERANCE)
     np.testing.assert_allclose(out[..., 16], a, **TOLERANCE)
+    # route(): the same capsules and the assignments R; any iteration count.
+    capsules, assignments = layer.route(x)
+    np.testing.assert_allclose(numpy(capsules), out, **TOLERANCE)
+    np.testing.assert_allclose(numpy(assignments), r, **TOLERANCE)
+    mu, a, r = ref.em_routing(votes, children[..., 16], 0.0, 0.0, 2, 1.0, 1e-4)
+    capsules, assignments = layer.route(x, routing_iterations=2)
+    np.testing.assert_allclose(numpy(capsules)[..., :16], mu, **TOLERANCE)
+    np.testing.assert_allclose(numpy(assignments), r, **TOLERANCE)
+    with pytest.raises(ValueError, match="iterations"):
+        layer.route(x, routing_iterations=0)
 
 
 @pytest.mark.parametrize("kind", ["random", "large", "zeros"])
@@ -291,6 +301,17 @@ def test_matrix_capsnet_trains_with_the_margin_schedule_saves_and_loads(
     by_label = model.compute_loss(y=y[:4], y_pred=scores)
     by_row = model.compute_loss(y=np.eye(10, dtype="float32")[y[:4]], y_pred=scores)
     assert float(by_label) == pytest.approx(float(by_row), abs=1e-6)
+
+    # analyze(): the same scores, and the class layer's assignments.
+    inside = model.analyze(x[:4], batch_size=3)
+    np.testing.assert_allclose(inside["activations"], scores, atol=1e-5)
+    np.testing.assert_array_equal(inside["predictions"], scores.argmax(-1))
+    children = 3 * 3 * 4  # the last conv-capsule layer: a 3x3 grid of 4 types
+    assert inside["assignments"].shape == (4, children, 10)
+    np.testing.assert_allclose(inside["assignments"].sum(-1), 1.0, atol=1e-5)
+    assert inside["child_activations"].shape == (4, children)
+    uniform_r = model.analyze(x[:4], routing_iterations=1)["assignments"]
+    np.testing.assert_allclose(uniform_r, 0.1, atol=1e-6)
 
     path = str(tmp_path / "em.keras")
     model.save(path)

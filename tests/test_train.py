@@ -94,6 +94,9 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
     for expected in ("Backend:", "Devices:", "Data:", "Sizes:", "Test accuracy"):
         assert expected in out
     assert "CapsNet on MNIST" in out
+    (settings,) = [line for line in out.splitlines() if line.startswith("Settings:")]
+    keys = [item.split("=")[0] for item in settings[len("Settings:") :].split(", ")]
+    assert "conv_filters" in keys and len(keys) == len(set(keys))  # each once
     # evaluate re-computes the same accuracy from the saved model.
     flags = ["--data", mnist_path, "--max-test-samples", "60"]
     assert evaluate.main([run_dir, *flags]) == 0
@@ -435,3 +438,15 @@ def test_matrix_capsules_train_through_the_same_command(mnist_path, tmp_path):
     assert float(model.spread_margin) == pytest.approx(0.3)
     with open(os.path.join(run_dir, "report.md")) as f:
         assert f.read().startswith("# Matrix capsules with EM routing on MNIST")
+
+
+def test_default_jit_compile_is_chosen_per_backend_and_model():
+    backend = keras.backend.backend()
+    assert train.default_jit_compile() == train.JIT_COMPILE_DEFAULTS[backend]
+    assert train.default_jit_compile("jax") is True
+    assert train.default_jit_compile("tensorflow") is False
+    # Matrix capsules: XLA on tensorflow too (their step is the routing loop).
+    assert train.default_jit_compile("tensorflow", model="em") is True
+    assert train.default_jit_compile("torch", model="em") is False
+    with pytest.raises(ValueError, match="'lenet'"):
+        train.default_jit_compile(model="lenet")
