@@ -1,6 +1,7 @@
 """Every figure function returns a Figure with the expected axes."""
 
 import numpy as np
+import pytest
 from matplotlib.figure import Figure
 
 from capsules_keras import plots
@@ -22,6 +23,23 @@ def test_training_curves():
     assert labels == ["train", "validation"]
     fig = plots.plot_training_curves(history, validation_label="test")
     assert [line.get_label() for line in fig.axes[1].lines] == ["train", "test"]
+
+
+def test_loss_terms_one_axis_per_term():
+    history = {
+        "loss": [0.5, 0.3],
+        "margin_loss": [0.4, 0.2],
+        "reconstruction_loss": [60.0, 40.0],
+        "val_margin_loss": [0.3, 0.2],
+    }
+    fig = plots.plot_loss_terms(history, validation_label="test")
+    margin_ax, reconstruction_ax = fig.axes
+    assert [line.get_label() for line in margin_ax.lines] == ["train", "test"]
+    assert len(reconstruction_ax.lines) == 1  # no validation curve given
+    np.testing.assert_array_equal(reconstruction_ax.lines[0].get_ydata(), [60, 40])
+    assert reconstruction_ax.get_ylabel() == "reconstruction loss"
+    with pytest.raises(ValueError, match="'kl_loss'"):
+        plots.plot_loss_terms(history, terms=("margin_loss", "kl_loss"))
 
 
 def test_reconstructions(tmp_path):

@@ -83,6 +83,11 @@ def test_coupling_coefficients_maps():
     # classes, the ten maps of a row sum to 1 in every cell.
     total = sum(ax.get_images()[0].get_array() for ax in maps[:classes])
     np.testing.assert_allclose(total, 1.0, rtol=1e-6)
+    assert fig.axes[-1].get_ylabel() == "mean coupling"  # the colour bar
+    fig = plots.plot_coupling_coefficients(
+        _digits(1)[0], couplings[:1], grid, label="mean assignment R"
+    )
+    assert fig.axes[-1].get_ylabel() == "mean assignment R"
     with pytest.raises(ValueError, match="grid_shape"):
         plots.plot_coupling_coefficients(_digits(1)[0], couplings, (5, 5))
 
@@ -100,3 +105,61 @@ def test_robustness_one_axis_per_sweep_one_curve_per_model():
     assert [len(ax.lines) for ax in fig.axes] == [2, 2]
     assert fig.axes[1].get_xlabel() == "rotation (degrees)"
     assert fig.axes[0].get_ylabel() == "test accuracy"
+
+
+def _diagram_texts(model):
+    fig = plots.plot_capsnet_architecture(model)
+    (ax,) = fig.axes
+    texts = "\n".join([fig._suptitle.get_text()] + [t.get_text() for t in ax.texts])
+    return fig, ax, texts
+
+
+def test_capsnet_architecture_diagram_reads_the_model(tmp_path):
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    from capsules_keras.models import CapsNet
+
+    model = CapsNet(conv_filters=16, primary_capsules=4, decoder_units=(32, 64))
+    fig, ax, texts = _diagram_texts(model)
+    boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+    # Encoder: input, Conv1, PrimaryCaps, DigitCaps, lengths; decoder: mask,
+    # the dense layers 32, 64 and 784 (the image), the reconstruction.
+    assert len(boxes) == 5 + 5
+    assert len(arrows) == 4 + 1 + 4  # each row's chain and DigitCaps -> mask
+    total = model.count_params()
+    assert f"{total:,} parameters" in fig._suptitle.get_text()
+    assert "28 x 28 x 1" in texts
+    assert "16 filters, 9x9, stride 1" in texts and "→ 20 x 20 x 16" in texts
+    assert "4 types x 8D, 9x9, stride 2" in texts
+    assert "6 x 6 grid → 144 capsules" in texts  # 6 * 6 * 4
+    assert "10 capsules x 16D" in texts and "dynamic routing, 3 iterations" in texts
+    for units in ("FC 32", "FC 64", "FC 784"):
+        assert units in texts
+    for layer in (model.conv, model.primary_caps, model.digit_caps):
+        assert f"{layer.count_params():,} params" in texts
+    fig.savefig(tmp_path / "architecture.png")
+
+    other = CapsNet(
+        image_shape=(32, 32, 1),
+        conv_filters=8,
+        primary_capsules=2,
+        primary_dim=4,
+        digit_dim=6,
+        decoder_units=(16,),
+        routing_iterations=2,
+    )
+    fig, ax, other_texts = _diagram_texts(other)
+    assert len([p for p in ax.patches if isinstance(p, FancyBboxPatch)]) == 5 + 4
+    assert f"{other.count_params():,} parameters" in other_texts
+    assert f"{total:,} parameters" not in other_texts
+    assert "8 x 8 grid → 128 capsules" in other_texts  # 8 * 8 * 2
+    assert "10 capsules x 6D" in other_texts and "routing, 2 iterations" in other_texts
+    assert "FC 1,024" in other_texts and "FC 32" not in other_texts  # 32 * 32 * 1
+
+
+def test_capsnet_architecture_refuses_other_encoders():
+    from capsules_keras.models import EfficientCapsNet
+
+    with pytest.raises(ValueError, match="EfficientCapsNet"):
+        plots.plot_capsnet_architecture(EfficientCapsNet(decoder_units=(8,)))
