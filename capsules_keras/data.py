@@ -368,6 +368,48 @@ def shift_images(images, shifts):
     return padded[np.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
 
 
+def pad_images(images, size):
+    """Places each image at the centre of a zero `size x size` canvas.
+
+    The paper's expanded MNIST: 28x28 digits padded to 40x40, then moved by
+    up to 6 pixels during training (`ShiftedBatches(x, y, batch_size,
+    max_shift=6)`) so that a digit never leaves the canvas. Values are kept
+    as they are (no rescaling).
+
+    Args:
+        images: `(n, height, width, channels)` with `height, width <= size`.
+        size: Side of the square canvas in pixels.
+
+    Returns:
+        `(n, size, size, channels)` float32: image `k` at rows
+        `top : top + height` and columns `left : left + width`, with
+        `top = (size - height) // 2` and `left = (size - width) // 2`, zeros
+        elsewhere. When the padding is odd, the extra pixel goes below and
+        to the right (28 -> 37: 4 rows above, 5 below).
+
+    >>> padded = pad_images(np.ones((1, 28, 28, 1)), 40)
+    >>> padded.shape, float(padded[0, 6:34, 6:34].min()), float(padded.sum())
+    ((1, 40, 40, 1), 1.0, 784.0)
+    """
+    images = np.asarray(images)
+    if images.ndim != 4:
+        raise ValueError(
+            "`images` must have shape (n, height, width, channels). "
+            f"Received: images.shape={images.shape}"
+        )
+    n, height, width, channels = images.shape
+    check_positive_int("size", size)
+    if size < height or size < width:
+        raise ValueError(
+            f"`size` must be at least the images' height {height} and width "
+            f"{width}. Received: size={size}"
+        )
+    top, left = (size - height) // 2, (size - width) // 2
+    canvas = np.zeros((n, size, size, channels), dtype=np.float32)
+    canvas[:, top : top + height, left : left + width] = images
+    return canvas
+
+
 class EpochBatches(keras.utils.PyDataset):
     """Batches of an order drawn afresh every epoch, seeded.
 

@@ -7,8 +7,10 @@ paper's exact match); with `min_correct=1`, if at least one is.
 """
 
 import math
+from statistics import NormalDist
 
 import keras
+import numpy as np
 from keras import ops
 
 from capsules_keras._checks import check_positive_int
@@ -145,8 +147,60 @@ def coupling_entropy(coupling, weights=None):
     return ops.sum(w * entropy, axis=-1) / ops.sum(w, axis=-1)
 
 
+def binomial_interval(accuracy, n, confidence=0.95):
+    """Wilson score interval of an accuracy measured on `n` independent images.
+
+    ```
+    z = Phi^-1((1 + confidence) / 2)                  # 1.96 for 95%
+    centre = (p + z^2 / (2 n)) / (1 + z^2 / n)
+    half = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / (4 n^2))
+    (low, high) = (centre - half, centre + half)
+    ```
+
+    Unlike the normal approximation `p +- z sqrt(p (1 - p) / n)`, the Wilson
+    interval stays inside [0, 1] and does not shrink to a point at an
+    accuracy of 0 or 1 (Wilson 1927; Brown, Cai & DasGupta 2001).
+
+    Args:
+        accuracy: Share of correct images `p` in [0, 1], a number or an
+            array (e.g. one accuracy per shift of a sweep).
+        n: Number of images each accuracy was measured on (>= 1), a number
+            or an array broadcastable against `accuracy`.
+        confidence: Coverage of the interval, in (0, 1).
+
+    Returns:
+        `(low, high)`: float64 arrays of the broadcast shape of `accuracy`
+        and `n` (NumPy scalars for scalar inputs), `0 <= low <= p <= high <= 1`.
+
+    >>> low, high = binomial_interval(0.5, 100)
+    >>> round(float(low), 4), round(float(high), 4)
+    (0.4038, 0.5962)
+    """
+    p = np.asarray(accuracy, dtype=float)
+    if not np.all((p >= 0) & (p <= 1)):  # also refuses NaN
+        raise ValueError(
+            f"`accuracy` must lie in [0, 1]. Received: accuracy={accuracy!r}"
+        )
+    if not np.all(np.asarray(n, dtype=float) >= 1):
+        raise ValueError(f"`n` must be at least 1. Received: n={n!r}")
+    n = np.asarray(n, dtype=float)
+    if isinstance(confidence, bool) or not 0 < confidence < 1:
+        raise ValueError(
+            f"`confidence` must lie in (0, 1). Received: confidence={confidence!r}"
+        )
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    shrink = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / shrink
+    half = z / shrink * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
+    # At p = 0 or 1 the bound is exactly 0 or 1; rounding could miss it.
+    low = np.where(p == 0, 0.0, np.clip(centre - half, 0, 1))
+    high = np.where(p == 1, 1.0, np.clip(centre + half, 0, 1))
+    return low[()], high[()]
+
+
 __all__ = [
     "MultiLabelAccuracy",
+    "binomial_interval",
     "correct_in_top_k",
     "coupling_entropy",
     "k_hot",

@@ -5,10 +5,15 @@ nothing is shown or kept in global state: save it with `fig.savefig(path)` or
 let Jupyter display it.
 """
 
+import numbers
+
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from matplotlib.path import Path
+
+from capsules_keras._checks import check_positive_int
+from capsules_keras.metrics import binomial_interval
 
 
 def confusion_matrix(y_true, y_pred, num_classes):
@@ -724,7 +729,7 @@ def plot_mistakes(images, labels, lengths, margins=(0.9, 0.1)):
     return fig
 
 
-def plot_class_reconstructions(images, reconstructions, labels=None):
+def plot_class_reconstructions(images, reconstructions, labels=None, lengths=None):
     """Each digit next to its reconstruction from every class's capsule.
 
     Args:
@@ -732,6 +737,9 @@ def plot_class_reconstructions(images, reconstructions, labels=None):
         reconstructions: `(n, num_classes, height, width, channels)`: digit
             `k` decoded from the capsule of class `j` (all others masked).
         labels: Optional true labels `(n,)`; their column is framed in green.
+        lengths: Optional `(n, num_classes)` lengths `|v_j|` of the capsules
+            the reconstructions were decoded from, written above each tile
+            (`"|v|=0.68"`, under the `"as j"` header on the first row).
 
     Returns:
         A Figure with `n * (1 + num_classes)` axes: one row per digit, the
@@ -739,15 +747,27 @@ def plot_class_reconstructions(images, reconstructions, labels=None):
     """
     reconstructions = np.asarray(reconstructions)
     n, num_classes = reconstructions.shape[:2]
+    if lengths is not None:
+        lengths = np.asarray(lengths, dtype=float)
+        if lengths.shape != (n, num_classes):
+            raise ValueError(
+                "`lengths` must have shape (n, num_classes) = "
+                f"{(n, num_classes)}. Received: lengths.shape={lengths.shape}"
+            )
+    row_height = 0.8 if lengths is None else 1.0  # room for the length line
     fig = Figure(
-        figsize=(0.75 * (num_classes + 1), 0.8 * n + 0.3), layout="constrained"
+        figsize=(0.75 * (num_classes + 1), row_height * n + 0.3),
+        layout="constrained",
     )
     axes = fig.subplots(n, num_classes + 1, squeeze=False)
     for k in range(n):
         _image(axes[k, 0], images[k], "input" if k == 0 else None)
         for j in range(num_classes):
             ax = axes[k, j + 1]
-            _image(ax, reconstructions[k, j], f"as {j}" if k == 0 else None)
+            lines = [f"as {j}"] if k == 0 else []
+            if lengths is not None:
+                lines.append(f"|v|={lengths[k, j]:.2f}")
+            _image(ax, reconstructions[k, j], "\n".join(lines) if lines else None)
             if labels is not None and int(labels[k]) == j:
                 for spine in ax.spines.values():
                     spine.set_color("tab:green")
@@ -755,7 +775,44 @@ def plot_class_reconstructions(images, reconstructions, labels=None):
     return fig
 
 
-def plot_dimension_perturbations(reconstructions, deltas, titles=None):
+def rank_dimensions(reconstructions):
+    """Capsule dimensions ordered by how much nudging them changes the digit.
+
+    ```
+    change[k, d] = mean |reconstructions[k, d, -1] - reconstructions[k, d, 0]|
+    order[k] = dimensions of digit k by decreasing change[k]
+    ```
+
+    Args:
+        reconstructions: `(digits, dims, steps, height, width, channels)`
+            mosaics as for `plot_dimension_perturbations` (or without the
+            leading `digits` for one digit): row `d` is the digit decoded
+            with dimension `d` nudged over the steps.
+
+    Returns:
+        `(order, change)`, both `(digits, dims)`: per digit, the dimension
+        indices from the largest change to the smallest (ties keep the lower
+        index first), and the mean absolute pixel difference between the
+        last and the first step of each dimension (in dimension order).
+    """
+    reconstructions = np.asarray(reconstructions, dtype=float)
+    if reconstructions.ndim == 5:
+        reconstructions = reconstructions[None]
+    if reconstructions.ndim != 6 or reconstructions.shape[2] < 2:
+        raise ValueError(
+            "`reconstructions` must have shape (digits, dims, steps, height, "
+            "width, channels) with at least 2 steps. Received: "
+            f"reconstructions.shape={reconstructions.shape}"
+        )
+    # (digits, dims): mean over the pixels of |last step - first step|.
+    change = np.abs(reconstructions[:, :, -1] - reconstructions[:, :, 0]).mean(
+        axis=(2, 3, 4)
+    )
+    order = np.argsort(-change, axis=-1, kind="stable")
+    return order, change
+
+
+def plot_dimension_perturbations(reconstructions, deltas, titles=None, dimensions=None):
     """Decoded digits as single capsule dimensions are nudged (paper, Fig. 4).
 
     Args:
@@ -765,32 +822,65 @@ def plot_dimension_perturbations(reconstructions, deltas, titles=None):
             dimension `d`.
         deltas: The `steps` amounts added.
         titles: Optional `n` titles, one per digit.
+        dimensions: Optional dimensions to draw, in this order (e.g. the
+            first columns of `rank_dimensions`' order): a sequence of `k`
+            indices for every digit, or `(n, k)` indices, one row per digit.
+            Only those rows are drawn, larger, each labelled `"dim d"`.
 
     Returns:
-        A Figure with one axis per digit, each a `dims x steps` mosaic.
+        A Figure with one axis per digit, each a `dims x steps` mosaic (or
+        `k x steps` with `dimensions`).
     """
     reconstructions = np.asarray(reconstructions, dtype=float)
     if reconstructions.ndim == 5:
         reconstructions = reconstructions[None]
     n, dims, steps, height, width = reconstructions.shape[:5]
+    if dimensions is None:
+        rows = np.tile(np.arange(dims), (n, 1))  # (n, dims)
+        tile_size = 0.3
+    else:
+        rows = np.asarray(dimensions)
+        if rows.ndim == 1:
+            rows = np.tile(rows, (n, 1))  # (n, k)
+        if (
+            rows.ndim != 2
+            or rows.shape[0] != n
+            or rows.shape[1] == 0
+            or not np.issubdtype(rows.dtype, np.integer)
+            or rows.min() < 0
+            or rows.max() >= dims
+        ):
+            raise ValueError(
+                f"`dimensions` must be integers in [0, {dims}), a sequence or one "
+                f"row per digit ({n}). Received: dimensions={np.asarray(dimensions)}"
+            )
+        tile_size = 0.55
+    shown = rows.shape[1]
     gap = 2
     fig = Figure(
-        figsize=(0.33 * steps * n + 0.6, 0.3 * dims + 0.8), layout="constrained"
+        figsize=(
+            (tile_size + 0.03) * steps * n + 0.6,
+            tile_size * shown + 0.8,
+        ),
+        layout="constrained",
     )
     axes = fig.subplots(1, n, squeeze=False)[0]
     for k, ax in enumerate(axes):
-        # Tiles separated by white lines: (dims * (H + gap), steps * (W + gap)).
-        canvas = np.ones((dims * (height + gap) - gap, steps * (width + gap) - gap))
-        for d in range(dims):
+        # Tiles separated by white lines: (rows * (H + gap), steps * (W + gap)).
+        canvas = np.ones((shown * (height + gap) - gap, steps * (width + gap) - gap))
+        for r, d in enumerate(rows[k]):
             for s in range(steps):
-                top, left = d * (height + gap), s * (width + gap)
+                top, left = r * (height + gap), s * (width + gap)
                 tile = reconstructions[k, d, s].mean(axis=-1)  # (H, W)
                 canvas[top : top + height, left : left + width] = tile
         ax.imshow(canvas, cmap="gray", vmin=0, vmax=1)
         ax.set_xticks(np.arange(steps) * (width + gap) + width / 2)
         ax.set_xticklabels([f"{delta:+.2f}" for delta in deltas], rotation=90)
-        ax.set_yticks(np.arange(dims) * (height + gap) + height / 2)
-        ax.set_yticklabels([str(d) for d in range(dims)] if k == 0 else [])
+        ax.set_yticks(np.arange(shown) * (height + gap) + height / 2)
+        if dimensions is None:
+            ax.set_yticklabels([str(d) for d in range(dims)] if k == 0 else [])
+        else:  # each digit may show other dimensions: label every mosaic
+            ax.set_yticklabels([f"dim {d}" for d in rows[k]])
         ax.tick_params(labelsize=7, length=0)
         ax.set_xlabel("added to the dimension")
         if titles is not None:
@@ -844,6 +934,7 @@ def plot_coupling_coefficients(
     weights=None,
     highlight=None,
     label="mean coupling",
+    center=None,
 ):
     """Where on the image each digit capsule draws its input from.
 
@@ -864,6 +955,11 @@ def plot_coupling_coefficients(
         label: The colour bar's label (e.g. "mean assignment R" for EM
             routing's assignment probabilities, which take the couplings'
             place).
+        center: Optional reference value, e.g. the uniform `1 / num_classes`
+            that dynamic routing starts from. The maps then show `map -
+            center` in a diverging colour map (blue below, red above) on
+            limits symmetric about 0, and the title gives the smallest and
+            largest deviation.
 
     Returns:
         A Figure with the image, `len(couplings) * num_classes` maps on one
@@ -871,9 +967,27 @@ def plot_coupling_coefficients(
     """
     maps = coupling_maps(couplings, grid_shape, weights)
     num_classes = len(maps[0])
-    # One colour scale for every map, spanning what they hold: coefficients
-    # often stay close to the uniform 1 / num_classes.
-    vmin, vmax = min(m.min() for m in maps), max(m.max() for m in maps)
+    if center is None:
+        # One colour scale for every map, spanning what they hold:
+        # coefficients often stay close to the uniform 1 / num_classes.
+        vmin, vmax = min(m.min() for m in maps), max(m.max() for m in maps)
+        cmap, bar_label = "viridis", label
+    else:
+        if (
+            isinstance(center, bool)
+            or not isinstance(center, numbers.Real)
+            or not np.isfinite(center)
+        ):
+            raise ValueError(
+                f"`center` must be a finite number. Received: center={center!r}"
+            )
+        maps = [m - center for m in maps]
+        low, high = min(m.min() for m in maps), max(m.max() for m in maps)
+        # Symmetric about 0, so that white means `center` in every map; the
+        # floor keeps the limits apart when every map equals `center`.
+        spread = max(abs(low), abs(high), 1e-12)
+        vmin, vmax = -spread, spread
+        cmap, bar_label = "RdBu_r", f"{label} - {center:g}"
     rows = len(maps)
     fig = Figure(
         figsize=(1.05 * (num_classes + 1) + 0.6, 1.15 * rows + 0.4),
@@ -886,7 +1000,7 @@ def plot_coupling_coefficients(
     for r, class_maps in enumerate(maps):
         for j in range(num_classes):
             ax = axes[r, j + 1]
-            shown = ax.imshow(class_maps[j], cmap="viridis", vmin=vmin, vmax=vmax)
+            shown = ax.imshow(class_maps[j], cmap=cmap, vmin=vmin, vmax=vmax)
             ax.set_xticks([])
             ax.set_yticks([])
             if r == 0:
@@ -897,28 +1011,45 @@ def plot_coupling_coefficients(
                     spine.set_linewidth(2.5)
         if row_titles is not None:
             axes[r, 1].set_ylabel(row_titles[r], fontsize=8)
-    fig.colorbar(shown, ax=axes[:, 1:], label=label, shrink=0.9)
+    fig.colorbar(shown, ax=axes[:, 1:], label=bar_label, shrink=0.9)
+    if center is not None:
+        fig.suptitle(f"{bar_label} from {low:+.4f} to {high:+.4f}", fontsize=9)
     return fig
 
 
-def plot_robustness(sweeps):
+def plot_robustness(sweeps, num_samples=None):
     """Accuracy of several models as the test images are transformed more.
 
     Args:
         sweeps: A dict from an axis label (e.g. `"shift (pixels)"`) to
             `(amounts, {model_name: accuracies})`.
+        num_samples: Optional number of test images behind each accuracy.
+            When given, each curve gets a shaded band: the 95% Wilson score
+            interval of `capsules_keras.metrics.binomial_interval`.
 
     Returns:
-        A Figure with one axis per sweep and one curve per model.
+        A Figure with one axis per sweep and one curve per model (and, with
+        `num_samples`, one band per curve).
     """
+    if num_samples is not None:
+        check_positive_int("num_samples", num_samples)
     fig = Figure(figsize=(4.2 * len(sweeps), 3.4), layout="constrained")
     axes = fig.subplots(1, len(sweeps), squeeze=False)[0]
     for ax, (label, (amounts, results)) in zip(axes, sweeps.items(), strict=True):
         for name, accuracies in results.items():
-            ax.plot(amounts, accuracies, "-o", markersize=4, label=name)
+            (line,) = ax.plot(amounts, accuracies, "-o", markersize=4, label=name)
+            if num_samples is not None:
+                low, high = binomial_interval(accuracies, num_samples)
+                ax.fill_between(
+                    amounts, low, high, color=line.get_color(), alpha=0.2, linewidth=0
+                )
         ax.set_xlabel(label)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
+        if num_samples is not None:
+            ax.set_title(
+                f"bands: 95% Wilson interval, {num_samples:,} images", fontsize=8
+            )
     axes[0].set_ylabel("test accuracy")
     axes[0].legend()
     fig.suptitle("Accuracy on moved and turned test digits")

@@ -12,7 +12,9 @@ import pytest
 from capsules_keras import data
 from capsules_keras.data import (
     ShiftedBatches,
+    affine_images,
     load_mnist,
+    pad_images,
     shift_images,
 )
 
@@ -317,3 +319,66 @@ def test_balanced_subset_is_seeded(mnist_path):
     first = data.balanced_subset(y, 1000, seed=0)
     np.testing.assert_array_equal(first, data.balanced_subset(y, 1000, seed=0))
     assert set(first) != set(data.balanced_subset(y, 1000, seed=1))
+
+
+def test_pad_images_centres_the_digits_on_a_zero_canvas():
+    digits = np.random.default_rng(0).uniform(0.1, 1, (3, 28, 28, 1))
+    padded = pad_images(digits, 40)
+    assert padded.shape == (3, 40, 40, 1) and padded.dtype == np.float32
+    np.testing.assert_array_equal(padded[:, 6:34, 6:34], digits.astype("float32"))
+    padded[:, 6:34, 6:34] = 0
+    assert not padded.any()  # zeros everywhere else
+    # Uint8 images keep their 0..255 values.
+    pixels = np.full((1, 28, 28, 1), 255, dtype=np.uint8)
+    assert pad_images(pixels, 40).max() == 255.0
+    np.testing.assert_array_equal(pad_images(digits, 28), digits.astype("float32"))
+
+
+def test_pad_images_odd_padding_puts_the_extra_pixel_below_and_right():
+    image = np.ones((1, 28, 27, 1), dtype="float32")
+    padded = pad_images(image, 37)[0, :, :, 0]  # 9 more rows, 10 more columns
+    rows, cols = np.flatnonzero(padded.any(1)), np.flatnonzero(padded.any(0))
+    assert (rows[0], 37 - 1 - rows[-1]) == (4, 5)  # 4 above, 5 below
+    assert (cols[0], 37 - 1 - cols[-1]) == (5, 5)
+    assert padded.sum() == 28 * 27
+
+
+@pytest.mark.parametrize(
+    "images, size, message",
+    [
+        (np.zeros((2, 28, 28, 1)), 27, "Received: size=27"),
+        (np.zeros((2, 20, 30, 1)), 28, "Received: size=28"),
+        (np.zeros((2, 28, 28, 1)), 0, "Received: size=0"),
+        (np.zeros((28, 28, 1)), 40, r"Received: images.shape=\(28, 28, 1\)"),
+    ],
+)
+def test_pad_images_refuses_small_canvases(images, size, message):
+    with pytest.raises(ValueError, match=message):
+        pad_images(images, size)
+
+
+def test_expanded_mnist_shifts_and_turns_on_40x40():
+    """The paper's expanded MNIST: 28x28 digits on 40x40, shifted by <= 6 px."""
+    rng = np.random.default_rng(1)
+    digits = rng.uniform(0.1, 1, (12, 28, 28, 1)).astype("float32")
+    x, y = pad_images(digits, 40), np.arange(12) % 10
+    batches = ShiftedBatches(x, y, batch_size=5, max_shift=6, seed=0)
+    assert len(batches) == 3
+    shifted = []
+    for index in range(len(batches)):
+        xb, yb = batches[index]
+        assert xb.shape == (len(yb), 40, 40, 1) and xb.dtype == np.float32
+        shifted.append(xb)
+    shifted = np.concatenate(shifted)
+    # A 6-pixel margin: every shifted digit keeps all of its ink.
+    np.testing.assert_allclose(
+        np.sort(shifted.sum(axis=(1, 2, 3))),
+        np.sort(x.sum(axis=(1, 2, 3))),
+        rtol=1e-5,
+    )
+    # The shifts do move the digits off the centre window.
+    assert shifted[:, 6:34, 6:34].sum() < 0.99 * x.sum()
+    turned = affine_images(x, angle_degrees=30, shift=(6, -6))
+    assert turned.shape == (12, 40, 40, 1) and turned.dtype == np.float32
+    moved = affine_images(x, shift=(6, -6))
+    np.testing.assert_array_equal(moved, shift_images(x, [[6, -6]] * 12))

@@ -163,3 +163,131 @@ def test_capsnet_architecture_refuses_other_encoders():
 
     with pytest.raises(ValueError, match="EfficientCapsNet"):
         plots.plot_capsnet_architecture(EfficientCapsNet(decoder_units=(8,)))
+
+
+def test_class_reconstructions_write_the_capsule_lengths():
+    lengths = np.linspace(0.01, 0.99, 20).reshape(2, 10)
+    fig = plots.plot_class_reconstructions(
+        _digits(2), _digits(2, 10), labels=[3, 5], lengths=lengths
+    )
+    assert len(fig.axes) == 2 * 11
+    assert fig.axes[0].get_title() == "input"
+    assert fig.axes[1].get_title() == f"as 0\n|v|={lengths[0, 0]:.2f}"  # |v|=0.01
+    assert fig.axes[4].get_title() == "as 3\n|v|=0.16"
+    assert fig.axes[11].get_title() == ""  # the second input has no title
+    assert fig.axes[11 + 1 + 9].get_title() == "|v|=0.99"
+    with pytest.raises(ValueError, match=r"Received: lengths.shape=\(2, 9\)"):
+        plots.plot_class_reconstructions(
+            _digits(2), _digits(2, 10), lengths=lengths[:, :9]
+        )
+
+
+def _mosaics(digits=2, dims=4, steps=5, loud=(2, 0)):
+    """Mosaics whose dimension `loud[k]` of digit `k` changes most, then `dims-1`."""
+    mosaics = np.zeros((digits, dims, steps, 6, 6, 1))
+    ramp = np.linspace(0, 1, steps)[:, None, None, None]  # (steps, 1, 1, 1)
+    for k in range(digits):
+        for d in range(dims):
+            # A change of 0.1 per dimension, 0.9 for the loud one; the last
+            # dimension 0.3, so the expected order is loud, last, the others.
+            size = 0.9 if d == loud[k] else 0.3 if d == dims - 1 else 0.1
+            mosaics[k, d] = 0.05 + size * ramp
+    return mosaics
+
+
+def test_rank_dimensions_puts_the_most_changing_dimension_first():
+    order, change = plots.rank_dimensions(_mosaics())
+    assert order.shape == change.shape == (2, 4)
+    np.testing.assert_array_equal(order, [[2, 3, 0, 1], [0, 3, 1, 2]])
+    np.testing.assert_allclose(change[0], [0.1, 0.1, 0.9, 0.3])
+    one_order, one_change = plots.rank_dimensions(_mosaics()[1])  # one digit
+    np.testing.assert_array_equal(one_order, order[1:])
+    with pytest.raises(ValueError, match="Received: reconstructions.shape"):
+        plots.rank_dimensions(np.zeros((2, 4, 1, 6, 6, 1)))  # one step
+
+
+def test_dimension_perturbations_draw_only_the_chosen_dimensions():
+    mosaics = _mosaics()
+    deltas = np.linspace(-0.25, 0.25, 5)
+    full = plots.plot_dimension_perturbations(mosaics, deltas)
+    fig = plots.plot_dimension_perturbations(mosaics, deltas, dimensions=[3, 1])
+    assert len(fig.axes) == 2  # still one mosaic per digit
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["dim 3", "dim 1"]
+        (mosaic,) = ax.get_images()
+        assert mosaic.get_array().shape == (2 * 8 - 2, 5 * 8 - 2)
+    canvas = fig.axes[0].get_images()[0].get_array()
+    # Row 0 is dimension 3 (last step 0.35), row 1 dimension 1 (last 0.15).
+    np.testing.assert_allclose(canvas[:6, -6:], 0.35)
+    np.testing.assert_allclose(canvas[8:, -6:], 0.15)
+    assert fig.get_size_inches()[1] < full.get_size_inches()[1]  # 2 rows of 4
+    # One order per digit, e.g. the top two of rank_dimensions.
+    order, _ = plots.rank_dimensions(mosaics)
+    fig = plots.plot_dimension_perturbations(mosaics, deltas, dimensions=order[:, :2])
+    labels = [[t.get_text() for t in ax.get_yticklabels()] for ax in fig.axes]
+    assert labels == [["dim 2", "dim 3"], ["dim 0", "dim 3"]]
+    for bad in ([4], [], [[0, 1]], [0.5]):
+        with pytest.raises(ValueError, match="Received: dimensions="):
+            plots.plot_dimension_perturbations(mosaics, deltas, dimensions=bad)
+
+
+def test_coupling_coefficients_centred_on_the_uniform_value():
+    grid, types, classes = (6, 6), 32, 10
+    couplings = [RNG.dirichlet(np.ones(classes), 36 * types) for _ in range(2)]
+    plain = plots.plot_coupling_coefficients(_digits(1)[0], couplings, grid)
+    fig = plots.plot_coupling_coefficients(
+        _digits(1)[0], couplings, grid, label="c_ij", center=0.1
+    )
+    plain_maps = plain.axes[1:-1]
+    maps = fig.axes[1:-1]
+    assert len(maps) == 2 * classes
+    deviations = []
+    for ax, plain_ax in zip(maps, plain_maps, strict=True):
+        (shown,) = ax.get_images()
+        expected = plain_ax.get_images()[0].get_array() - 0.1
+        np.testing.assert_allclose(shown.get_array(), expected)
+        assert shown.get_cmap().name == "RdBu_r"
+        assert shown.norm.vmin == -shown.norm.vmax
+        deviations.append(expected)
+    low, high = np.min(deviations), np.max(deviations)
+    assert maps[0].get_images()[0].norm.vmax == pytest.approx(max(-low, high))
+    assert fig.axes[-1].get_ylabel() == "c_ij - 0.1"
+    assert fig.get_suptitle() == f"c_ij - 0.1 from {low:+.4f} to {high:+.4f}"
+    # Without `center`: viridis on the maps' own range, and no title.
+    assert plain_maps[0].get_images()[0].get_cmap().name == "viridis"
+    assert plain.get_suptitle() == ""
+    with pytest.raises(ValueError, match="Received: center='0.1'"):
+        plots.plot_coupling_coefficients(_digits(1)[0], couplings, grid, center="0.1")
+
+
+def test_robustness_bands_are_wilson_intervals():
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_rgb
+
+    from capsules_keras.metrics import binomial_interval
+
+    sweeps = {
+        "shift (pixels)": (
+            [0, 2, 4],
+            {"CapsNet": [0.9, 0.8, 0.5], "CNN": [0.9, 0.7, 0.3]},
+        ),
+        "rotation (degrees)": ([0, 30], {"CapsNet": [0.9, 0.6], "CNN": [0.9, 0.5]}),
+    }
+    plain = plots.plot_robustness(sweeps)
+    assert [len(ax.collections) for ax in plain.axes] == [0, 0]
+    assert plain.axes[0].get_title() == ""
+    fig = plots.plot_robustness(sweeps, num_samples=200)
+    assert [len(ax.lines) for ax in fig.axes] == [2, 2]
+    assert [len(ax.collections) for ax in fig.axes] == [2, 2]
+    band = fig.axes[0].collections[1]  # CNN's shift band
+    assert isinstance(band, PolyCollection)
+    assert tuple(band.get_facecolor()[0][:3]) == pytest.approx(
+        to_rgb(fig.axes[0].lines[1].get_color())
+    )
+    low, high = binomial_interval([0.9, 0.7, 0.3], 200)
+    y = band.get_paths()[0].vertices[:, 1]
+    assert y.max() == pytest.approx(high.max())
+    assert y.min() == pytest.approx(low.min())
+    assert "95% Wilson" in fig.axes[0].get_title()
+    with pytest.raises(ValueError, match="Received: num_samples=0"):
+        plots.plot_robustness(sweeps, num_samples=0)
