@@ -368,6 +368,17 @@ def shift_images(images, shifts):
     return padded[np.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
 
 
+def _image_batch(images):
+    """`images` as a NumPy array, checked to be `(n, height, width, channels)`."""
+    images = np.asarray(images)
+    if images.ndim != 4:
+        raise ValueError(
+            "`images` must have shape (n, height, width, channels). "
+            f"Received: images.shape={images.shape}"
+        )
+    return images
+
+
 def pad_images(images, size):
     """Places each image at the centre of a zero `size x size` canvas.
 
@@ -391,12 +402,7 @@ def pad_images(images, size):
     >>> padded.shape, float(padded[0, 6:34, 6:34].min()), float(padded.sum())
     ((1, 40, 40, 1), 1.0, 784.0)
     """
-    images = np.asarray(images)
-    if images.ndim != 4:
-        raise ValueError(
-            "`images` must have shape (n, height, width, channels). "
-            f"Received: images.shape={images.shape}"
-        )
+    images = _image_batch(images)
     n, height, width, channels = images.shape
     check_positive_int("size", size)
     if size < height or size < width:
@@ -513,12 +519,7 @@ def affine_images(images, angle_degrees=0.0, shift=(0.0, 0.0)):
            [1., 0., 0.],
            [0., 0., 0.]])
     """
-    images = np.asarray(images)
-    if images.ndim != 4:
-        raise ValueError(
-            "`images` must have shape (n, height, width, channels). "
-            f"Received: images.shape={images.shape}"
-        )
+    images = _image_batch(images)
     n, height, width, _ = images.shape
     dtype = images.dtype if np.issubdtype(images.dtype, np.floating) else np.float32
     try:

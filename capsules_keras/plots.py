@@ -631,26 +631,21 @@ def plot_capsnet_architecture(model):
             (mask_x + mask_w / 2, mask_y + mask_h + 0.04),
         ],
     )
-    ax.text(
-        mask_x + mask_w / 2 + 0.1,
-        middle + 0.05,
-        "decoder (paper, Figure 2)",
-        ha="left",
-        va="bottom",
-        fontsize=8,
-        style="italic",
-        color="0.3",
+    captions = (
+        (mask_x + mask_w / 2 + 0.1, middle + 0.05, "decoder (paper, Figure 2)"),
+        (0.2, y + encoder[0][3] + 0.05, "encoder (paper, Figure 1)"),
     )
-    ax.text(
-        0.2,
-        y + encoder[0][3] + 0.05,
-        "encoder (paper, Figure 1)",
-        ha="left",
-        va="bottom",
-        fontsize=8,
-        style="italic",
-        color="0.3",
-    )
+    for caption_x, caption_y, caption in captions:
+        ax.text(
+            caption_x,
+            caption_y,
+            caption,
+            ha="left",
+            va="bottom",
+            fontsize=8,
+            style="italic",
+            color="0.3",
+        )
     fig.suptitle(
         f"CapsNet: {model.count_params():,} parameters (decoder "
         f"{model.decoder.count_params():,})",
