@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from matplotlib.path import Path
+from matplotlib.ticker import MaxNLocator
 
 from capsules_keras._checks import check_positive_int
 from capsules_keras.metrics import binomial_interval
@@ -43,6 +44,7 @@ def _plot_per_epoch(ax, history, key, label, validation_label):
             name = validation_label if prefix else "train"
             ax.plot(epochs, history[prefix + key], style, label=name, markersize=3)
     ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 1.5
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
     if ax.lines:

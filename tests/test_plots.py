@@ -23,6 +23,8 @@ def test_training_curves():
     assert labels == ["train", "validation"]
     fig = plots.plot_training_curves(history, validation_label="test")
     assert [line.get_label() for line in fig.axes[1].lines] == ["train", "test"]
+    ticks = fig.axes[0].get_xticks()  # whole epochs only, even for 2 epochs
+    np.testing.assert_array_equal(ticks, np.round(ticks))
 
 
 def test_loss_terms_one_axis_per_term():
