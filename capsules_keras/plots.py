@@ -772,6 +772,12 @@ def plot_class_reconstructions(images, reconstructions, labels=None, lengths=Non
     return fig
 
 
+def _mosaics(reconstructions):
+    """Perturbation mosaics as float `(digits, ...)`: one digit gets the axis."""
+    reconstructions = np.asarray(reconstructions, dtype=float)
+    return reconstructions[None] if reconstructions.ndim == 5 else reconstructions
+
+
 def rank_dimensions(reconstructions):
     """Capsule dimensions ordered by how much nudging them changes the digit.
 
@@ -792,9 +798,7 @@ def rank_dimensions(reconstructions):
         index first), and the mean absolute pixel difference between the
         last and the first step of each dimension (in dimension order).
     """
-    reconstructions = np.asarray(reconstructions, dtype=float)
-    if reconstructions.ndim == 5:
-        reconstructions = reconstructions[None]
+    reconstructions = _mosaics(reconstructions)
     if reconstructions.ndim != 6 or reconstructions.shape[2] < 2:
         raise ValueError(
             "`reconstructions` must have shape (digits, dims, steps, height, "
@@ -828,9 +832,7 @@ def plot_dimension_perturbations(reconstructions, deltas, titles=None, dimension
         A Figure with one axis per digit, each a `dims x steps` mosaic (or
         `k x steps` with `dimensions`).
     """
-    reconstructions = np.asarray(reconstructions, dtype=float)
-    if reconstructions.ndim == 5:
-        reconstructions = reconstructions[None]
+    reconstructions = _mosaics(reconstructions)
     n, dims, steps, height, width = reconstructions.shape[:5]
     if dimensions is None:
         rows = np.tile(np.arange(dims), (n, 1))  # (n, dims)
@@ -964,12 +966,7 @@ def plot_coupling_coefficients(
     """
     maps = coupling_maps(couplings, grid_shape, weights)
     num_classes = len(maps[0])
-    if center is None:
-        # One colour scale for every map, spanning what they hold:
-        # coefficients often stay close to the uniform 1 / num_classes.
-        vmin, vmax = min(m.min() for m in maps), max(m.max() for m in maps)
-        cmap, bar_label = "viridis", label
-    else:
+    if center is not None:
         if (
             isinstance(center, bool)
             or not isinstance(center, numbers.Real)
@@ -979,7 +976,13 @@ def plot_coupling_coefficients(
                 f"`center` must be a finite number. Received: center={center!r}"
             )
         maps = [m - center for m in maps]
-        low, high = min(m.min() for m in maps), max(m.max() for m in maps)
+    low, high = min(m.min() for m in maps), max(m.max() for m in maps)
+    if center is None:
+        # One colour scale for every map, spanning what they hold:
+        # coefficients often stay close to the uniform 1 / num_classes.
+        vmin, vmax = low, high
+        cmap, bar_label = "viridis", label
+    else:
         # Symmetric about 0, so that white means `center` in every map; the
         # floor keeps the limits apart when every map equals `center`.
         spread = max(abs(low), abs(high), 1e-12)
