@@ -11,6 +11,7 @@ from capsules_keras._checks import check_positive_int, check_positive_number, ch
 from capsules_keras.ops import (
     EPSILON,
     check_routing,
+    compile_routing,
     conv2d_patches,
     dynamic_routing,
     get_squash,
@@ -423,14 +424,21 @@ class DigitCaps(layers.Layer):
         # this backend (see capsules_keras.ops.vote_layout); `votes()` gives
         # them in the paper's (b, i, j, m) order.
         layout = vote_layout()
-        return route_votes(
-            layout.votes(self.kernel, inputs),
-            layout,
-            self.routing_iterations,
-            self.stop_gradient_votes,
-            self.return_coupling,
-            self.squash_fn,
-        )
+
+        def route(kernel, inputs):
+            return route_votes(
+                layout.votes(kernel, inputs),
+                layout,
+                self.routing_iterations,
+                self.stop_gradient_votes,
+                self.return_coupling,
+                self.squash_fn,
+            )
+
+        # Compiled on its own where the training step around it is not.
+        # `.value`: the kernel as a tensor (cast to the compute dtype under
+        # mixed precision), so that a compiled function can take it.
+        return compile_routing(route)(self.kernel.value, inputs)
 
     def compute_output_shape(self, input_shape):
         in_capsules, _ = self._input_capsules(input_shape)

@@ -219,6 +219,39 @@ def vote_layout():
     return _ELEMENTWISE if torch.compiler.is_compiling() else _EINSUM
 
 
+def compile_routing(route):
+    """`route(kernel, inputs)` compiled on its own where the step around it is not.
+
+    Backend-specific for a measured reason. The routing layer is memory-bound
+    and runs far faster compiled, but the default training step of two
+    backends leaves it uncompiled: on a CPU-only tensorflow, Keras'
+    `jit_compile="auto"` is a graph without XLA (and so is the trainer's
+    `--jit-compile auto`: XLA differentiates the strided PrimaryCaps
+    convolution about 25x slower than tensorflow's own kernels). Inside such
+    a graph the routing runs here as one XLA-compiled function while the
+    convolutions around it stay in the graph: DigitCaps(10, 16) on 1152
+    capsules, forward+backward at batch 128, in a tensorflow graph, took
+    0.54x the time of the same graph without it on a 2-core CPU
+    (benchmarks/README.md has the side-by-side numbers against labml_nn).
+    Under an XLA-compiled step the function is inlined into it; eager calls
+    stay eager, for debugging. jax compiles the whole step already; torch
+    runs `route` as it is.
+
+    Args:
+        route: A function of the kernel and the input capsules (tensors).
+
+    Returns:
+        A function with the same arguments and results.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return route
+    import tensorflow as tf  # already imported by Keras' tensorflow backend
+
+    if tf.executing_eagerly():
+        return route
+    return tf.function(route, jit_compile=True)
+
+
 def dynamic_routing(
     u_hat,
     iterations=3,

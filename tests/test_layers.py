@@ -121,6 +121,34 @@ def test_digit_caps_matches_reference(iterations):
     np.testing.assert_allclose(ops.convert_to_numpy(c), c_ref, rtol=1e-5, atol=1e-5)
 
 
+def test_digit_caps_default_compiled_step_matches_eager_and_reference():
+    """The backend's default compiled functions (tensorflow: a graph with the
+    routing XLA-compiled inside it, see `ops.compile_routing`; jax: jit) give
+    the reference's capsules and the same training step as eager execution."""
+    u, target = random(6, 7, 3), random(6, 4, 5)
+    models = []
+    for run_eagerly in (False, True):
+        keras.utils.set_random_seed(1)
+        inputs = keras.Input((7, 3))
+        layer = DigitCaps(
+            4, 5, kernel_initializer=keras.initializers.RandomNormal(stddev=0.3)
+        )
+        model = keras.Model(inputs, layer(inputs))
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
+        model.run_eagerly = run_eagerly
+        models.append(model)
+    compiled, eager = models
+    kernel = ops.convert_to_numpy(compiled.layers[-1].kernel).astype("float64")
+    v_ref, _ = ref.routing(ref.votes(kernel, u.astype("float64")), 3)
+    predicted = compiled.predict(u, batch_size=3, verbose=0)
+    np.testing.assert_allclose(predicted, v_ref, rtol=1e-5, atol=1e-5)
+    for model in models:
+        model.train_on_batch(u, target)
+    after = [ops.convert_to_numpy(m.layers[-1].kernel) for m in models]
+    assert not np.allclose(after[0], kernel, atol=1e-4)  # the step moved it
+    np.testing.assert_allclose(after[0], after[1], rtol=1e-5, atol=1e-6)
+
+
 def test_digit_caps_return_coupling_shapes(tmp_path):
     layer = DigitCaps(4, 5, return_coupling=True)
     v, c = layer(random(2, 7, 3))
