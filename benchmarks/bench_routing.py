@@ -7,6 +7,10 @@ allows (jax: jit; tensorflow: graph and XLA; torch: eager and torch.compile);
 labml's `Router(in_caps, 10, 8, 16, 3)` runs in eager PyTorch as it ships
 (on the GPU when torch sees one).
 Both are timed interleaved in this one process (see `interleaved_medians`).
+Each row says whether its mode is the backend's default path (`DEFAULT_MODE`:
+what `Model.fit` runs without flags on a CPU); tensorflow also times its graph
+with the routing left uncompiled (the default path before
+`capsules_keras.ops.compile_routing`), side by side.
 The loss for the backward pass is sum(v ** 2), gradients w.r.t. the weight
 and the input capsules.
 """
@@ -24,6 +28,12 @@ from common import interleaved_medians, machine, write_json  # noqa: E402
 from reference import Router, device, synchronize  # noqa: E402
 
 from capsules_keras import DigitCaps, squash  # noqa: E402
+from capsules_keras.ops import route_votes, vote_layout  # noqa: E402
+
+#: The mode of each backend that `Model.fit` and the trainer use by default
+#: on a CPU (jax: XLA; tensorflow: a graph, in which `DigitCaps` compiles its
+#: routing with XLA; torch: eager).
+DEFAULT_MODE = {"jax": "jit", "tensorflow": "graph", "torch": "eager"}
 
 
 def _block(tree):
@@ -55,18 +65,30 @@ def our_functions(layer, u):
         import tensorflow as tf
 
         x = tf.constant(u)
+        layout = vote_layout()
+
+        def uncompiled(x):
+            """The layer's call without `compile_routing`."""
+            votes = layout.votes(kernel.value, x)
+            iterations = layer.routing_iterations
+            return route_votes(votes, layout, iterations, False, False, squash)
+
         modes = {}
-        for mode, xla in (("graph", False), ("xla", True)):
+        for mode, xla, call in (
+            ("graph", False, layer),
+            ("xla", True, layer),
+            ("graph, routing uncompiled", False, uncompiled),
+        ):
 
             @tf.function(jit_compile=xla)
-            def forward(x):
-                return layer(x)
+            def forward(x, call=call):
+                return call(x)
 
             @tf.function(jit_compile=xla)
-            def forward_backward(x):
+            def forward_backward(x, call=call):
                 with tf.GradientTape() as tape:
                     tape.watch(x)
-                    value = tf.reduce_sum(layer(x) ** 2)
+                    value = tf.reduce_sum(call(x) ** 2)
                 return tape.gradient(value, [kernel.value, x])
 
             modes[mode] = (
@@ -141,6 +163,7 @@ def run(batch_sizes, in_caps=1152, repeats=7, warmup=3):
                 {
                     "backend": "torch (labml_nn)" if mode == "labml" else backend,
                     "mode": mode,
+                    "default": mode == DEFAULT_MODE.get(backend),
                     "batch": batch,
                     "in_capsules": in_caps,
                     "pass": part,

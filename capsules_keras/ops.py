@@ -231,11 +231,12 @@ def compile_routing(route):
     a graph the routing runs here as one XLA-compiled function while the
     convolutions around it stay in the graph: DigitCaps(10, 16) on 1152
     capsules, forward+backward at batch 128, in a tensorflow graph, took
-    0.54x the time of the same graph without it on a 2-core CPU
-    (benchmarks/README.md has the side-by-side numbers against labml_nn).
+    321 ms with it and 522 ms without it on a 2-core CPU, 0.46x and 0.75x of
+    labml_nn's time in the same run (benchmarks/README.md).
     Under an XLA-compiled step the function is inlined into it; eager calls
-    stay eager, for debugging. jax compiles the whole step already; torch
-    runs `route` as it is.
+    stay eager, for debugging. jax compiles the whole step already. torch
+    runs `route` as it is: `torch.compile` routes 2x faster but costs ~10 s
+    per new shape or setting, more than short runs gain (benchmarks/README.md).
 
     Args:
         route: A function of the kernel and the input capsules (tensors).

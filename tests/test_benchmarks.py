@@ -28,6 +28,9 @@ def test_routing_benchmark_tiny():
     for row in results:
         assert row["median_ms"] > 0 and row["ratio_to_labml"] > 0
         assert row["pass"] in ("forward", "forward+backward")
+    # One mode of ours is the backend's default path, none of labml's.
+    defaults = {r["mode"] for r in results if r["default"]}
+    assert defaults == {bench_routing.DEFAULT_MODE[keras.backend.backend()]}
 
 
 def test_routings_benchmark_tiny():
