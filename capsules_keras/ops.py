@@ -236,7 +236,8 @@ def compile_routing(route):
     Under an XLA-compiled step the function is inlined into it; eager calls
     stay eager, for debugging. jax compiles the whole step already. torch
     runs `route` as it is: `torch.compile` routes 2x faster but costs ~10 s
-    per new shape or setting, more than short runs gain (benchmarks/README.md).
+    per new shape or setting, which tiny runs (tests, a notebook cell) do not
+    win back (benchmarks/README.md).
 
     Args:
         route: A function of the kernel and the input capsules (tensors).
