@@ -455,35 +455,6 @@ class EpochBatches(keras.utils.PyDataset):
         self._rows = self.order(np.random.default_rng([self.seed, self.epoch]))
 
 
-class OrderedBatches(keras.utils.PyDataset):
-    """`x` and `y` batch by batch, in order (e.g. validation data for `fit`).
-
-    Args:
-        x: Images `(n, ...)`.
-        y: Targets: an array `(n, ...)` or a dict of them.
-        batch_size: Examples per batch (the last batch may be smaller).
-        **kwargs: Passed to `keras.utils.PyDataset` (`workers`, ...).
-    """
-
-    def __init__(self, x, y, batch_size, **kwargs):
-        super().__init__(**kwargs)
-        check_positive_int("batch_size", batch_size)
-        lengths = {len(x), *(len(a) for a in keras.tree.flatten(y))}
-        if len(lengths) > 1:
-            raise ValueError(
-                "x and y must have the same length. "
-                f"Received: lengths {sorted(lengths)}"
-            )
-        self.x, self.y, self.batch_size = x, y, batch_size
-
-    def __len__(self):
-        return -(-len(self.x) // self.batch_size)
-
-    def __getitem__(self, index):
-        rows = slice(index * self.batch_size, (index + 1) * self.batch_size)
-        return self.x[rows], keras.tree.map_structure(lambda a: a[rows], self.y)
-
-
 class ShiftedBatches(EpochBatches):
     """Shuffled batches with the paper's random shift of up to `max_shift` px.
 

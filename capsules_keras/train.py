@@ -30,7 +30,6 @@ import numpy as np
 from capsules_keras import plots
 from capsules_keras.data import (
     DATASETS,
-    OrderedBatches,
     ShiftedBatches,
     balanced_subset,
     get_dataset,
@@ -144,21 +143,6 @@ MAX_SHIFT = 2  # pixels, the paper's augmentation
 #:   quick preset (40,000 images) finishes no sooner, so eager. For long runs
 #:   try `--jit-compile on`.
 JIT_COMPILE_DEFAULTS = {"jax": True, "tensorflow": False, "torch": False}
-
-
-def loader_workers(backend=None):
-    """`workers` of the `keras.utils.PyDataset`s that the trainer feeds to `fit`.
-
-    Backend-specific for a measured reason: on tensorflow (2.21), Keras feeds
-    arrays and single-worker PyDatasets through a tf.data pipeline that tunes
-    itself in a background thread, and the end of every epoch (training and
-    validation alike) waits, idle, for that thread's next wake-up: 10 ms after
-    the epoch's start, then at doubling intervals up to one per 60 s. Three
-    CapsNet epochs of 2,000 digits took 371 s of which 61 s idle at epoch
-    ends; with two worker threads, which Keras feeds without the tuning, 246 s
-    with none (benchmarks/NOTES.md). The other backends do not use tf.data.
-    """
-    return 2 if (backend or keras.backend.backend()) == "tensorflow" else 1
 
 
 def default_jit_compile(backend=None, model="capsnet"):
@@ -778,7 +762,9 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
     model.fit(
         train_data,
         epochs=settings["epochs"],
-        validation_data=validation_data(settings, x_test, validation_targets),
+        validation_data=(
+            (x_test, validation_targets) if settings["validate"] else None
+        ),
         callbacks=callbacks,
         verbose=settings.get("verbose", 1),
         **fit_kwargs,
@@ -839,7 +825,6 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
 def training_data(settings, dataset, x_train, y_train):
     """What `fit` trains on: `(data, fit_kwargs)`."""
     batch_size = settings["batch_size"]
-    workers = loader_workers()
     if dataset.digits_per_image > 1:
         pairs = MultiMNISTBatches(
             x_train,
@@ -848,30 +833,14 @@ def training_data(settings, dataset, x_train, y_train):
             pairs_per_epoch=settings["pairs_per_epoch"],
             seed=settings["seed"],
             targets=MODELS[settings["model"]].targets,
-            workers=workers,
         )
         return pairs, {}
-    if settings["augment"] or workers > 1:
+    if settings["augment"]:
         shifted = ShiftedBatches(
-            x_train,
-            y_train,
-            batch_size,
-            max_shift=MAX_SHIFT if settings["augment"] else 0,
-            seed=settings["seed"],
-            workers=workers,
+            x_train, y_train, batch_size, max_shift=MAX_SHIFT, seed=settings["seed"]
         )
         return shifted, {}
     return x_train, {"y": y_train, "batch_size": batch_size, "shuffle": True}
-
-
-def validation_data(settings, x_test, targets):
-    """`fit`'s `validation_data`: the test set, or None without `--validate`."""
-    if not settings["validate"]:
-        return None
-    workers = loader_workers()
-    if workers > 1:
-        return OrderedBatches(x_test, targets, settings["batch_size"], workers=workers)
-    return x_test, targets
 
 
 def test_results(scores, y_test, dataset):

@@ -11,7 +11,6 @@ import pytest
 
 from capsules_keras import data
 from capsules_keras.data import (
-    OrderedBatches,
     ShiftedBatches,
     affine_images,
     load_mnist,
@@ -234,27 +233,6 @@ def test_shifted_batches_bad_arguments():
         ShiftedBatches(x, np.zeros(4), batch_size=2, max_shift=-1)
     with pytest.raises(ValueError, match="Received: batch_size=0"):
         ShiftedBatches(x, np.zeros(4), batch_size=0)
-
-
-def test_ordered_batches_keep_the_order_and_slice_dict_targets():
-    x = np.arange(5, dtype="float32").reshape(5, 1, 1, 1)
-    y = {"labels": np.arange(5) * 10, "digits": np.arange(5) * 100}
-    batches = OrderedBatches(x, y, batch_size=2)
-    assert len(batches) == 3
-    seen = [batches[i] for i in range(len(batches))]
-    assert [b[0].ravel().tolist() for b in seen] == [[0, 1], [2, 3], [4]]
-    assert seen[2][1]["labels"].tolist() == [40]
-    assert seen[1][1]["digits"].tolist() == [200, 300]
-    plain = OrderedBatches(x, np.arange(5), batch_size=5)
-    assert plain[0][1].tolist() == [0, 1, 2, 3, 4]
-
-
-def test_ordered_batches_bad_arguments():
-    x = np.zeros((4, 28, 28, 1), "float32")
-    with pytest.raises(ValueError, match=r"Received: lengths \[3, 4\]"):
-        OrderedBatches(x, {"labels": np.zeros(4), "digits": np.zeros(3)}, 2)
-    with pytest.raises(ValueError, match="Received: batch_size=0"):
-        OrderedBatches(x, np.zeros(4), batch_size=0)
 
 
 def test_no_warning_for_explicit_files(mnist_path):

@@ -440,33 +440,6 @@ def test_matrix_capsules_train_through_the_same_command(mnist_path, tmp_path):
         assert f.read().startswith("# Matrix capsules with EM routing on MNIST")
 
 
-def test_trainer_feeds_tensorflow_through_worker_threads(monkeypatch):
-    # tensorflow: PyDatasets with workers (no tf.data autotuning, whose thread
-    # makes every epoch end wait); the other backends: Keras' own array path.
-    assert train.loader_workers("tensorflow") == 2
-    assert train.loader_workers("jax") == train.loader_workers("torch") == 1
-    expected = 2 if keras.backend.backend() == "tensorflow" else 1
-    assert train.loader_workers() == expected
-    dataset = train.get_dataset("mnist")
-    x = np.zeros((6, 28, 28, 1), "float32")
-    y = np.arange(6) % 3
-    settings = {"batch_size": 4, "augment": False, "seed": 0, "validate": True}
-    for workers in (1, 2):
-        monkeypatch.setattr(train, "loader_workers", lambda n=workers: n)
-        data, kwargs = train.training_data(settings, dataset, x, y)
-        validation = train.validation_data(settings, x, y)
-        if workers == 1:
-            assert data is x and kwargs["y"] is y and kwargs["shuffle"] is True
-            assert validation == (x, y)
-        else:
-            assert kwargs == {} and data.workers == 2 and data.max_shift == 0
-            assert sorted(np.concatenate([data[0][1], data[1][1]])) == sorted(y)
-            assert validation.workers == 2 and validation[1][1].tolist() == [1, 2]
-        shifted, _ = train.training_data({**settings, "augment": True}, dataset, x, y)
-        assert shifted.max_shift == train.MAX_SHIFT and shifted.workers == workers
-    assert train.validation_data({**settings, "validate": False}, x, y) is None
-
-
 def test_default_jit_compile_is_chosen_per_backend_and_model():
     backend = keras.backend.backend()
     assert train.default_jit_compile() == train.JIT_COMPILE_DEFAULTS[backend]
