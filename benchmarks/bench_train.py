@@ -6,7 +6,8 @@
 
 Both train the paper's MNIST CapsNet (8.2M parameters) with Adam 1e-3 on the
 same real digits at the same batch size. Ours runs `Model.fit` with the
-command-line trainer's compile defaults for the backend; labml's model (see
+command-line trainer's compile defaults and input pipeline for the backend
+(`capsules_keras.train.training_data`, without augmentation); labml's model (see
 `reference.py`) runs its own eager PyTorch step. Each implementation runs in
 a process of its own, so that its peak memory (resident set size, sampled
 while the timed steps run) is its own; `--impl both` alternates them.
@@ -38,19 +39,24 @@ def run_ours(x, y, batch_size, steps, warmup):
     import keras
 
     from capsules_keras import CapsNet
-    from capsules_keras.train import default_jit_compile
+    from capsules_keras.train import default_jit_compile, get_dataset, training_data
 
     start_mb = rss_mb()  # frameworks imported, nothing built yet
     keras.utils.set_random_seed(0)
     model = CapsNet()
     jit = default_jit_compile()
     model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=jit)
+    settings = {"batch_size": batch_size, "augment": False, "seed": 0}
+
+    def fit(rows):
+        data, kwargs = training_data(settings, get_dataset("mnist"), x[rows], y[rows])
+        model.fit(data, verbose=0, **kwargs)
+
     warm = warmup * batch_size
-    model.fit(x[:warm], y[:warm], batch_size=batch_size, shuffle=False, verbose=0)
-    timed_x, timed_y = x[warm:], y[warm:]
+    fit(slice(0, warm))
     with PeakRSS() as memory:
         start = time.perf_counter()
-        model.fit(timed_x, timed_y, batch_size=batch_size, shuffle=False, verbose=0)
+        fit(slice(warm, None))
         seconds = time.perf_counter() - start
     return (
         {

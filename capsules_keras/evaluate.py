@@ -18,7 +18,13 @@ import time
 
 import keras
 
-from capsules_keras.data import DATASETS, get_dataset, load_dataset_from
+from capsules_keras.data import (
+    DATASETS,
+    ArrayBatches,
+    feed,
+    get_dataset,
+    load_dataset_from,
+)
 from capsules_keras.models import CapsNet
 from capsules_keras.multi_mnist import fixed_test_set
 from capsules_keras.train import positive_int, test_results
@@ -78,7 +84,8 @@ def main(argv=None):
             )
         model = model.with_routing_iterations(args.routing_iterations)
     start = time.perf_counter()
-    scores = model.predict(x_test, batch_size=args.batch_size, verbose=0)
+    batches = ArrayBatches(x_test, batch_size=args.batch_size)
+    scores = model.predict(feed(batches), verbose=0)
     seconds = time.perf_counter() - start
     result = test_results(scores, y_test, info)
     accuracy = result["test_accuracy"]

@@ -30,8 +30,10 @@ import numpy as np
 from capsules_keras import plots
 from capsules_keras.data import (
     DATASETS,
+    ArrayBatches,
     ShiftedBatches,
     balanced_subset,
+    feed,
     get_dataset,
     load_dataset_from,
 )
@@ -763,7 +765,9 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
         train_data,
         epochs=settings["epochs"],
         validation_data=(
-            (x_test, validation_targets) if settings["validate"] else None
+            feed(ArrayBatches(x_test, validation_targets, batch_size))
+            if settings["validate"]
+            else None
         ),
         callbacks=callbacks,
         verbose=settings.get("verbose", 1),
@@ -774,7 +778,7 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
     images_per_epoch = settings["pairs_per_epoch"] or len(x_train)
 
     evaluation_start = time.perf_counter()
-    scores = model.predict(x_test, batch_size=batch_size, verbose=0)
+    scores = model.predict(feed(ArrayBatches(x_test, batch_size=batch_size)), verbose=0)
     results = test_results(scores, y_test, dataset)
     evaluation_seconds = time.perf_counter() - evaluation_start
     model.save(os.path.join(run_dir, "model.keras"))
@@ -824,23 +828,28 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
 
 def training_data(settings, dataset, x_train, y_train):
     """What `fit` trains on: `(data, fit_kwargs)`."""
-    batch_size = settings["batch_size"]
+    batch_size, seed = settings["batch_size"], settings["seed"]
     if dataset.digits_per_image > 1:
-        pairs = MultiMNISTBatches(
+        batches = MultiMNISTBatches(
             x_train,
             y_train,
             batch_size,
             pairs_per_epoch=settings["pairs_per_epoch"],
-            seed=settings["seed"],
+            seed=seed,
             targets=MODELS[settings["model"]].targets,
         )
-        return pairs, {}
-    if settings["augment"]:
-        shifted = ShiftedBatches(
-            x_train, y_train, batch_size, max_shift=MAX_SHIFT, seed=settings["seed"]
+    elif settings["augment"]:
+        batches = ShiftedBatches(
+            x_train, y_train, batch_size, max_shift=MAX_SHIFT, seed=seed
         )
-        return shifted, {}
-    return x_train, {"y": y_train, "batch_size": batch_size, "shuffle": True}
+    elif keras.backend.backend() == "tensorflow":
+        # Arrays go through `feed` too on tensorflow (see its reason). On the
+        # other backends Keras reads arrays without a tuning thread, so they
+        # keep Keras' own shuffles and with them the results measured before.
+        batches = ArrayBatches(x_train, y_train, batch_size, shuffle=True, seed=seed)
+    else:
+        return x_train, {"y": y_train, "batch_size": batch_size, "shuffle": True}
+    return feed(batches), {}
 
 
 def test_results(scores, y_test, dataset):

@@ -11,8 +11,10 @@ import pytest
 
 from capsules_keras import data
 from capsules_keras.data import (
+    ArrayBatches,
     ShiftedBatches,
     affine_images,
+    feed,
     load_mnist,
     pad_images,
     shift_images,
@@ -227,7 +229,7 @@ def test_shifted_batches(mnist_path):
 
 def test_shifted_batches_bad_arguments():
     x = np.zeros((4, 28, 28, 1), "float32")
-    with pytest.raises(ValueError, match="Received: 4 and 3"):
+    with pytest.raises(ValueError, match=r"Received: lengths \[3, 4\]"):
         ShiftedBatches(x, np.zeros(3), batch_size=2)
     with pytest.raises(ValueError, match="Received: max_shift=-1"):
         ShiftedBatches(x, np.zeros(4), batch_size=2, max_shift=-1)
@@ -382,3 +384,77 @@ def test_expanded_mnist_shifts_and_turns_on_40x40():
     assert turned.shape == (12, 40, 40, 1) and turned.dtype == np.float32
     moved = affine_images(x, shift=(6, -6))
     np.testing.assert_array_equal(moved, shift_images(x, [[6, -6]] * 12))
+
+
+def test_array_batches_in_order_or_shuffled_every_epoch():
+    x = np.arange(10, dtype="float32")[:, None]
+    y = {"label": np.arange(10) % 3, "double": 2 * np.arange(10)}
+    ordered = ArrayBatches(x, y, batch_size=4)
+    assert len(ordered) == 3
+    xb, yb = ordered[2]
+    np.testing.assert_array_equal(xb[:, 0], [8, 9])
+    np.testing.assert_array_equal(yb["double"], [16, 18])
+    shuffled = ArrayBatches(x, y, batch_size=4, shuffle=True, seed=1)
+    epochs = []
+    for _ in range(2):
+        rows = np.concatenate([shuffled[i][0][:, 0] for i in range(3)])
+        assert sorted(rows) == list(range(10))
+        np.testing.assert_array_equal(
+            np.concatenate([shuffled[i][1]["double"] for i in range(3)]), 2 * rows
+        )
+        epochs.append(rows)
+        shuffled.on_epoch_end()
+    assert not np.array_equal(epochs[0], epochs[1])
+    again = ArrayBatches(x, y, batch_size=4, shuffle=True, seed=1)
+    np.testing.assert_array_equal(again[0][0], ArrayBatches(x, y, 4, True, 1)[0][0])
+    with pytest.raises(ValueError, match=r"Received: lengths \[9, 10\]"):
+        ArrayBatches(x, {"label": y["label"][:9]}, batch_size=4)
+
+
+def test_feed_serves_the_same_batches_epoch_after_epoch():
+    x = np.arange(10, dtype="float32")[:, None]
+    y = np.arange(10) % 3
+    fed = feed(ArrayBatches(x, y, batch_size=4, shuffle=True, seed=2))
+    twin = ArrayBatches(x, y, batch_size=4, shuffle=True, seed=2)
+    if keras.backend.backend() != "tensorflow":
+        assert isinstance(fed, ArrayBatches)  # Keras reads it without tf.data
+        return
+    import tensorflow as tf
+
+    assert isinstance(fed, tf.data.Dataset)
+    assert fed.options().autotune.enabled is False
+    assert int(fed.cardinality()) == 3
+    for _ in range(2):  # each pass is one epoch, and ends it
+        served = list(fed.as_numpy_iterator())
+        expected = [twin[i] for i in range(3)]
+        for (xb, yb), (xe, ye) in zip(served, expected, strict=True):
+            np.testing.assert_array_equal(xb, xe)
+            np.testing.assert_array_equal(yb, ye)
+        twin.on_epoch_end()
+
+
+def test_a_model_fits_and_predicts_on_fed_batches():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(30, 28, 28, 1)).astype("float32")
+    y = rng.integers(0, 10, 30)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((28, 28, 1)), keras.layers.Flatten(), keras.layers.Dense(10)]
+    )
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(
+        feed(ShiftedBatches(x, y, batch_size=8, seed=0)),
+        validation_data=feed(ArrayBatches(x, y, batch_size=8)),
+        epochs=2,
+        verbose=0,
+    )
+    assert len(history.history["val_loss"]) == 2
+    # In order: the same predictions as from the arrays themselves.
+    np.testing.assert_allclose(
+        model.predict(feed(ArrayBatches(x, batch_size=7)), verbose=0),
+        model.predict(x, batch_size=7, verbose=0),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    with pytest.raises(ValueError, match="holds no batch"):
+        feed(ArrayBatches(x[:0], batch_size=4))
