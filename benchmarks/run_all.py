@@ -247,9 +247,12 @@ the loss for the backward pass is `sum(v ** 2)`.
 
 ## Full training step: the paper's MNIST CapsNet, Adam 1e-3, batch {batch}
 
-Ours: `CapsNet` trained with `Model.fit` and the trainer's compile defaults
-(`--jit-compile auto`). labml: its `MNISTCapsuleNetworkModel` rebuilt from its
-published modules (`benchmarks/reference.py`) with its own training step.
+Ours: `CapsNet` trained with `Model.fit`, the trainer's compile defaults
+(`--jit-compile auto`) and its input pipeline without augmentation
+(`capsules_keras.train.training_data`: arrays on jax and torch, batches
+through `capsules_keras.data.feed` on tensorflow). labml: its
+`MNISTCapsuleNetworkModel` rebuilt from its published modules
+(`benchmarks/reference.py`) with its own training step.
 {steps} timed steps after {train_warmup} warm-up steps, on real MNIST digits.
 "Step memory" is the peak resident memory while the timed steps run minus
 the resident memory just before them (what a training step needs on top of
