@@ -849,7 +849,12 @@ def training_data(settings, dataset, x_train, y_train):
         batches = ArrayBatches(x_train, y_train, batch_size, shuffle=True, seed=seed)
     else:
         return x_train, {"y": y_train, "batch_size": batch_size, "shuffle": True}
-    return feed(batches), {}
+    data = feed(batches)
+    if data is batches:
+        return data, {}
+    # A tf.data pipeline serves the batches in their own seeded order, which
+    # `fit` cannot reshuffle (it would warn that it ignores `shuffle=True`).
+    return data, {"shuffle": False}
 
 
 def test_results(scores, y_test, dataset):

@@ -445,6 +445,7 @@ def test_a_model_fits_and_predicts_on_fed_batches():
     history = model.fit(
         feed(ShiftedBatches(x, y, batch_size=8, seed=0)),
         validation_data=feed(ArrayBatches(x, y, batch_size=8)),
+        shuffle=False,  # the batches come shuffled
         epochs=2,
         verbose=0,
     )

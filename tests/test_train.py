@@ -61,6 +61,10 @@ def tiny_args(mnist_path, output_dir, *extra):
     ]
 
 
+#: A narrower CapsNet for tests whose subject is not the model's size.
+NARROW = ("--conv-filters", "16", "--primary-capsules", "4")
+
+
 def only_run(output_dir):
     (name,) = os.listdir(output_dir)
     return os.path.join(output_dir, name)
@@ -105,7 +109,7 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
 
 
 def test_cli_with_augmentation_and_validation(mnist_path, tmp_path):
-    train.main(tiny_args(mnist_path, tmp_path, "--augment", "--validate"))
+    train.main(tiny_args(mnist_path, tmp_path, "--augment", "--validate", *NARROW))
     run_dir = only_run(tmp_path)
     with open(os.path.join(run_dir, "history.csv")) as f:
         rows = list(csv.DictReader(f))
@@ -115,10 +119,10 @@ def test_cli_with_augmentation_and_validation(mnist_path, tmp_path):
 
 
 def test_a_new_run_never_overwrites_an_old_one(mnist_path, tmp_path):
-    train.main(tiny_args(mnist_path, tmp_path))
+    train.main(tiny_args(mnist_path, tmp_path, *NARROW))
     first = only_run(tmp_path)
     before = {n: os.path.getmtime(os.path.join(first, n)) for n in os.listdir(first)}
-    train.main(tiny_args(mnist_path, tmp_path))
+    train.main(tiny_args(mnist_path, tmp_path, *NARROW))
     runs = sorted(os.listdir(tmp_path))
     assert len(runs) == 2
     after = {n: os.path.getmtime(os.path.join(first, n)) for n in os.listdir(first)}
@@ -138,7 +142,7 @@ def test_bad_flags_exit_with_a_message(mnist_path, tmp_path):
 
 def test_killed_run_resumes_at_the_next_epoch(mnist_path, tmp_path):
     """Kill the trainer after its first epoch, resume, and it carries on."""
-    args = tiny_args(mnist_path, tmp_path)
+    args = tiny_args(mnist_path, tmp_path, *NARROW)
     args[args.index("--epochs") + 1] = "3"
     args[args.index("--max-train-samples") + 1] = "300"
     command = [sys.executable, "-m", "capsules_keras.train", *args]
@@ -282,7 +286,7 @@ def test_both_models_train_on_overlapping_digits(
     args = tiny_args(mnist_path, tmp_path, "--model", model, "--validate")
     args += ["--dataset", "multi_mnist", "--pairs-per-epoch", "60"]
     if model == "capsnet":
-        args += ["--conv-filters", "16", "--primary-capsules", "4"]
+        args += NARROW
     assert train.main(args) == 0
     run_dir = only_run(tmp_path)
     assert f"multi_mnist-{model}-quick" in os.path.basename(run_dir)
@@ -375,7 +379,7 @@ def test_routing_flag_swaps_the_routing_of_capsnet(mnist_path, tmp_path):
         train.main(tiny_args(mnist_path, tmp_path, *cnn))
     assert os.listdir(tmp_path) == []
     args = tiny_args(mnist_path, tmp_path, "--routing", "inverted_dot_product")
-    assert train.main(args + ["--conv-filters", "16", "--primary-capsules", "4"]) == 0
+    assert train.main([*args, *NARROW]) == 0
     with open(os.path.join(only_run(tmp_path), "metrics.json")) as f:
         metrics = json.load(f)
     assert metrics["routing"] == "inverted_dot_product"
