@@ -18,16 +18,10 @@ import time
 
 import keras
 
-from capsules_keras.data import (
-    DATASETS,
-    ArrayBatches,
-    feed,
-    get_dataset,
-    load_dataset_from,
-)
+from capsules_keras.data import DATASETS, get_dataset, load_dataset_from
 from capsules_keras.models import CapsNet
 from capsules_keras.multi_mnist import fixed_test_set
-from capsules_keras.train import positive_int, test_results
+from capsules_keras.train import positive_int, test_results, test_scores
 
 
 def main(argv=None):
@@ -84,8 +78,7 @@ def main(argv=None):
             )
         model = model.with_routing_iterations(args.routing_iterations)
     start = time.perf_counter()
-    batches = ArrayBatches(x_test, batch_size=args.batch_size)
-    scores = model.predict(feed(batches), verbose=0)
+    scores = test_scores(model, x_test, args.batch_size)
     seconds = time.perf_counter() - start
     result = test_results(scores, y_test, info)
     accuracy = result["test_accuracy"]

@@ -778,7 +778,7 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
     images_per_epoch = settings["pairs_per_epoch"] or len(x_train)
 
     evaluation_start = time.perf_counter()
-    scores = model.predict(feed(ArrayBatches(x_test, batch_size=batch_size)), verbose=0)
+    scores = test_scores(model, x_test, batch_size)
     results = test_results(scores, y_test, dataset)
     evaluation_seconds = time.perf_counter() - evaluation_start
     model.save(os.path.join(run_dir, "model.keras"))
@@ -850,11 +850,14 @@ def training_data(settings, dataset, x_train, y_train):
     else:
         return x_train, {"y": y_train, "batch_size": batch_size, "shuffle": True}
     data = feed(batches)
-    if data is batches:
-        return data, {}
     # A tf.data pipeline serves the batches in their own seeded order, which
     # `fit` cannot reshuffle (it would warn that it ignores `shuffle=True`).
-    return data, {"shuffle": False}
+    return data, {} if data is batches else {"shuffle": False}
+
+
+def test_scores(model, x_test, batch_size):
+    """The model's class scores `(n, classes)` for the test images, via `feed`."""
+    return model.predict(feed(ArrayBatches(x_test, batch_size=batch_size)), verbose=0)
 
 
 def test_results(scores, y_test, dataset):
