@@ -11,7 +11,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-BACKENDS ?= torch jax tensorflow
+BACKENDS ?= jax tensorflow torch
 # These machines carry a CPU build of torch 2.13.0 on local disk; an unpinned
 # torch would download a multi-GB CUDA build. On a GPU machine use e.g.
 # `make install TORCH_SPEC=torch` (see README, "Scaling up").
@@ -57,10 +57,12 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# The backends' suites run side by side, TEST_JOBS at a time (make -j; each
-# suite's output is printed whole when it ends). One suite alone leaves about a
+# The backends' suites run side by side, TEST_JOBS at a time, in BACKENDS order
+# (make -j; each suite's output is printed whole when it ends): jax, the
+# longest, beside tensorflow and then torch. One suite alone leaves about a
 # third of a 2-core machine idle (jax: 1,940 s of CPU in 1,520 s), waiting on
-# kernels, subprocesses and one-threaded compilers. `make test TEST_JOBS=1`
+# kernels, subprocesses and one-threaded compilers; three at once oversubscribe
+# it (torch 533 s alone, 1,516 s beside the other two). `make test TEST_JOBS=1`
 # runs them one after the other.
 #
 # jax compiles every new program (each eager op at each shape, each model's
@@ -70,7 +72,7 @@ format: install
 # tests/test_models.py on jax: 409 s without it, 323 s with it). One cache per
 # suite: jax writes its entries without a lock, so no two processes that run
 # at the same time share one.
-TEST_JOBS ?= 3
+TEST_JOBS ?= 2
 TEST_SUITES := $(addprefix test-,torch jax tensorflow)
 JAX_CACHE = $(if $(TEST_CACHE),JAX_COMPILATION_CACHE_DIR=$(TEST_CACHE)/$* \
 	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0)
