@@ -35,7 +35,7 @@ NBVAL := $(if $(NOTEBOOKS),--nbval notebooks --nbval-current-env \
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export PYTHONWARNINGS ?= ignore::DeprecationWarning
 
-.PHONY: install test lint format demo lab bench clean-venv $(TEST_SUITES)
+.PHONY: install test lint format demo lab bench clean-venv
 
 install: $(VENV)/.installed
 
@@ -74,6 +74,7 @@ format: install
 # at the same time share one.
 TEST_JOBS ?= 2
 TEST_SUITES := $(addprefix test-,torch jax tensorflow)
+.PHONY: $(TEST_SUITES)  # after TEST_SUITES: .PHONY expands it at once
 JAX_CACHE = $(if $(TEST_CACHE),JAX_COMPILATION_CACHE_DIR=$(TEST_CACHE)/$* \
 	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0)
 
