@@ -21,8 +21,14 @@ import reference_accuracy  # noqa: E402
 import run_all  # noqa: E402
 
 
-def test_routing_benchmark_tiny():
-    results = bench_routing.run([2], in_caps=16, repeats=1, warmup=1)
+@pytest.fixture(scope="module")
+def tiny_routing():
+    """The routing benchmark at a tiny size, shared by the tests below."""
+    return bench_routing.run([2], in_caps=16, repeats=1, warmup=1)
+
+
+def test_routing_benchmark_tiny(tiny_routing):
+    results = tiny_routing
     modes = {r["mode"] for r in results}
     assert "labml" in modes and len(modes) >= 2
     for row in results:
@@ -53,30 +59,28 @@ def test_em_benchmark_tiny():
         assert row["parameters"] == 63_389 and row["images_per_second"] > 0
 
 
-@pytest.mark.parametrize("impl", ["ours", "labml"])
-def test_train_benchmark_tiny(impl, mnist_path):
-    result = bench_train.run(impl, batch_size=2, steps=1, warmup=1, data=mnist_path)
-    assert result["parameters"] == 8_215_568
-    assert result["images_per_second"] > 0 and result["rss_peak_mb"] > 0
-    if impl == "ours":
-        assert result["backend"] == keras.backend.backend()
-
-
 @pytest.fixture(scope="module")
 def tiny_train(mnist_path):
-    """One tiny training run of each implementation, shared by the report tests."""
+    """One tiny training run of each implementation, shared by the tests below."""
     return [
         {**bench_train.run(impl, 2, 1, 1, mnist_path), "paired_with": "x"}
         for impl in ("labml", "ours")
     ]
 
 
-def test_report_from_tiny_results(tmp_path, tiny_train):
-    routing = bench_routing.run([128], in_caps=4, repeats=1, warmup=1)
+def test_train_benchmark_tiny(tiny_train):
+    assert [result["impl"] for result in tiny_train] == ["labml", "ours"]
+    for result in tiny_train:
+        assert result["parameters"] == 8_215_568
+        assert result["images_per_second"] > 0 and result["rss_peak_mb"] > 0
+    assert tiny_train[1]["backend"] == keras.backend.backend()
+
+
+def test_report_from_tiny_results(tmp_path, tiny_routing, tiny_train):
     report = {
         "date": "today",
         "machine": run_all.machine(),
-        "routing": routing,
+        "routing": tiny_routing,
         "train": tiny_train,
     }
     run_all.write_report(report, str(tmp_path), notes="notes")

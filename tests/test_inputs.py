@@ -4,6 +4,7 @@ refused with a ValueError where training would go silently wrong."""
 import keras
 import numpy as np
 import pytest
+from conftest import NARROW
 
 from capsules_keras.inputs import prepare_images, prepare_labels
 from capsules_keras.models import CapsNet
@@ -18,7 +19,7 @@ def keras_layout(mnist_path):
 
 @pytest.fixture(scope="module")
 def model():
-    return CapsNet()
+    return CapsNet(**NARROW)
 
 
 def test_uint8_images_without_channel_axis_are_converted(keras_layout):

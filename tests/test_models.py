@@ -2,19 +2,15 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
+from conftest import NARROW
 from keras import ops
 
 from capsules_keras import MarginLoss, ReconstructionLoss
 from capsules_keras.models import CapsNet
-
-BACKENDS = ("torch", "jax", "tensorflow")
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +31,11 @@ def test_paper_parameter_count():
 
 @pytest.mark.parametrize(
     "image_shape, num_classes, primary",
-    [((28, 28, 1), 10, 1152), ((32, 32, 3), 10, 2048), ((28, 28, 1), 2, 1152)],
+    # 6x6 and 8x8 grids of 4 capsule types (NARROW; the paper has 32 types)
+    [((28, 28, 1), 10, 144), ((32, 32, 3), 10, 256), ((28, 28, 1), 2, 144)],
 )
 def test_shapes_follow_the_input_and_one_step_trains(image_shape, num_classes, primary):
-    model = CapsNet(image_shape=image_shape, num_classes=num_classes)
+    model = CapsNet(image_shape=image_shape, num_classes=num_classes, **NARROW)
     assert tuple(model.digit_caps.kernel.shape) == (primary, num_classes, 8, 16)
     assert tuple(model.decoder.output_shape) == (None, *image_shape)
     rng = np.random.default_rng(0)
@@ -83,7 +80,7 @@ def test_decoder_masks_by_true_label_in_training_and_prediction_otherwise(digits
     x = x[:8]
     # Long capsules and a heavy reconstruction term make the choice of the
     # masked capsule show clearly in the loss.
-    model = CapsNet(reconstruction_weight=1.0)
+    model = CapsNet(reconstruction_weight=1.0, **NARROW)
     model.digit_caps.kernel.assign(model.digit_caps.kernel * 20)
     first_dense = model.decoder.layers[0].kernel
     first_dense.assign(first_dense * 50)
@@ -104,7 +101,7 @@ def test_decoder_masks_by_true_label_in_training_and_prediction_otherwise(digits
 
 def test_one_epoch_on_real_digits_lowers_the_loss(digits):
     x, y = digits
-    model = CapsNet()
+    model = CapsNet()  # the paper's: a narrow one learns too little in 6 steps
     model.compile(optimizer=keras.optimizers.Adam(1e-3))
     before = model.evaluate(x, y, batch_size=100, verbose=0, return_dict=True)
     history = model.fit(x, y, batch_size=50, epochs=1, verbose=0)
@@ -121,7 +118,7 @@ def test_one_epoch_on_real_digits_lowers_the_loss(digits):
 
 def test_one_hot_labels_train_too(digits):
     x, y = digits
-    model = CapsNet()
+    model = CapsNet(**NARROW)
     model.compile()
     history = model.fit(x[:20], np.eye(10)[y[:20]], batch_size=10, verbose=0)
     assert np.isfinite(history.history["loss"][0])
@@ -129,7 +126,7 @@ def test_one_hot_labels_train_too(digits):
 
 def test_without_reconstruction_only_the_margin_loss_is_logged(digits):
     x, y = digits
-    model = CapsNet(reconstruction_weight=0)
+    model = CapsNet(reconstruction_weight=0, **NARROW)
     model.compile()
     history = model.fit(x[:20], y[:20], batch_size=10, verbose=0)
     assert set(history.history) == {"loss", "margin_loss", "accuracy"}
@@ -143,13 +140,13 @@ def test_compile_refuses_a_foreign_loss():
 
 def test_analyze_returns_everything(digits):
     x, y = digits
-    model = CapsNet()
+    model = CapsNet(**NARROW)
     # One batch shape throughout (2): on jax every new shape compiles anew.
     inside = model.analyze(x[:4], batch_size=2)
     assert inside["lengths"].shape == (4, 10)
     assert inside["capsules"].shape == (4, 10, 16)
     assert inside["reconstructions"].shape == (4, 28, 28, 1)
-    assert inside["coupling"].shape == (4, 1152, 10)
+    assert inside["coupling"].shape == (4, 144, 10)
     np.testing.assert_allclose(inside["coupling"].sum(-1), 1.0, atol=1e-5)
     np.testing.assert_array_equal(inside["predictions"], inside["lengths"].argmax(-1))
     np.testing.assert_allclose(
@@ -184,7 +181,7 @@ def test_bad_model_arguments(kwargs):
 def _trained_and_saved(digits, folder):
     """A CapsNet trained for two steps and saved as .keras; (model, path)."""
     x, y = digits
-    model = CapsNet()
+    model = CapsNet(**NARROW)
     model.compile()
     model.fit(x[:40], y[:40], batch_size=20, verbose=0)
     path = os.path.join(folder, "capsnet.keras")
@@ -203,37 +200,6 @@ def test_save_and_load_gives_identical_predictions(digits, tmp_path):
     )
     # The loaded model trains on (optimizer state included).
     loaded.fit(x[:20], y[:20], batch_size=20, verbose=0)
-
-
-LOAD_SCRIPT = """
-import sys, numpy as np, keras
-import capsules_keras  # registers the package's classes for loading
-model = keras.saving.load_model(sys.argv[1])
-x = np.load(sys.argv[2])
-np.save(sys.argv[3], model.predict(x, verbose=0))
-print(keras.backend.backend())
-"""
-
-
-def test_model_saved_here_loads_under_the_other_backends(digits, tmp_path):
-    x, _ = digits
-    model, model_path = _trained_and_saved(digits, tmp_path)
-    inputs_path = os.path.join(tmp_path, "x.npy")
-    np.save(inputs_path, x[:16])
-    expected = model.predict(x[:16], verbose=0)
-    here = keras.backend.backend()
-    for other in (b for b in BACKENDS if b != here):
-        out_path = os.path.join(tmp_path, f"{other}.npy")
-        result = subprocess.run(
-            [sys.executable, "-c", LOAD_SCRIPT, model_path, inputs_path, out_path],
-            env={**os.environ, "KERAS_BACKEND": other},
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert result.stdout.strip().splitlines()[-1] == other
-        np.testing.assert_allclose(np.load(out_path), expected, atol=1e-4)
 
 
 def test_config_is_json_serializable():

@@ -6,15 +6,11 @@ equal to loop-by-loop NumPy references, finite at zero votes (gradients too),
 reduced precision, serialization and old-model compatibility.
 """
 
-import os
-import subprocess
-import sys
-
 import keras
 import numpy as np
 import numpy_reference as ref
 import pytest
-from conftest import BACKENDS, REPO_ROOT, TOLERANCE, gradient, numpy, random
+from conftest import TOLERANCE, gradient, numpy, random
 from keras import ops
 from layer_checks import check_layer
 
@@ -140,24 +136,11 @@ def test_a_config_saved_before_routing_existed_loads_as_dynamic():
 
 SMALL = {"conv_filters": 8, "primary_capsules": 2, "decoder_units": (16,)}
 
-LOAD_SCRIPT = """
-import sys, numpy as np, keras
-import capsules_keras
-x = np.load(sys.argv[1])
-for path in sys.argv[2:]:
-    model = keras.saving.load_model(path)
-    np.save(path + ".npy", model.predict(x, verbose=0))
-    print(model.routing)
-print(keras.backend.backend())
-"""
 
-
-def test_capsnet_trains_saves_and_loads_on_every_backend(tmp_path):
+def test_capsnet_trains_analyzes_saves_and_loads(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.random((16, 28, 28, 1)).astype("float32")
     y = np.arange(16) % 10
-    np.save(tmp_path / "x.npy", x[:4])
-    paths, expected = [], {}
     for routing in ("self_attention", "inverted_dot_product"):
         model = CapsNet(routing=routing, **SMALL)
         assert model.routing_iterations == ROUTINGS[routing]
@@ -172,22 +155,3 @@ def test_capsnet_trains_saves_and_loads_on_every_backend(tmp_path):
         model.save(path)
         loaded = keras.saving.load_model(path).predict(x[:4], verbose=0)
         np.testing.assert_allclose(loaded, lengths, atol=1e-6)
-        paths.append(path)
-        expected[path] = lengths
-    for other in (b for b in BACKENDS if b != keras.backend.backend()):
-        result = subprocess.run(
-            [sys.executable, "-c", LOAD_SCRIPT, str(tmp_path / "x.npy"), *paths],
-            env={**os.environ, "KERAS_BACKEND": other},
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert result.stdout.split()[-3:] == [
-            "self_attention",
-            "inverted_dot_product",
-            other,
-        ]
-        for path in paths:
-            predicted = np.load(path + ".npy")  # written by the other backend
-            np.testing.assert_allclose(predicted, expected[path], atol=1e-4)

@@ -8,7 +8,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
+from conftest import NARROW, REPO_ROOT
 
 from capsules_keras import CapsNet
 from capsules_keras.distribution import data_parallel, single_device
@@ -149,7 +149,7 @@ def test_mixed_precision_trains_one_step(policy, mnist_path):
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(policy)
     try:
-        model = CapsNet()
+        model = CapsNet(**NARROW)
         model.compile(optimizer="adam")
         history = model.fit(x, y, batch_size=8, epochs=1, verbose=0)
         outputs = model(x)

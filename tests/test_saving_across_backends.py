@@ -1,0 +1,98 @@
+"""Every model saved as `.keras` on this backend loads and predicts the same on
+the other two.
+
+One fresh interpreter per other backend loads all the models at once:
+starting one (and importing its framework) costs seconds, so one per model
+and backend used to cost half a minute of every suite.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from conftest import BACKENDS, REPO_ROOT
+
+from capsules_keras import MatrixCapsNet
+from capsules_keras.models import CapsNet
+
+#: Narrow networks: what is tested is saving, not a model's size.
+NARROW = {"conv_filters": 8, "primary_capsules": 2, "decoder_units": (16,)}
+MODELS = {
+    "capsnet": lambda: CapsNet(**NARROW),
+    "self_attention": lambda: CapsNet(routing="self_attention", **NARROW),
+    "inverted_dot_product": lambda: CapsNet(routing="inverted_dot_product", **NARROW),
+    "matrix": lambda: MatrixCapsNet(
+        conv_filters=8, capsule_types=(4, 4, 4), routing_iterations=2
+    ),
+}
+
+#: Loads each model given, saves its predictions beside it (`path.npy`) and
+#: prints one JSON line: the backend and what each loaded model holds.
+LOAD_SCRIPT = """
+import json, sys, numpy as np, keras
+import capsules_keras  # registers the package's classes for loading
+x = np.load(sys.argv[1])
+loaded = {}
+for path in sys.argv[2:]:
+    model = keras.saving.load_model(path)
+    np.save(path + ".npy", model.predict(x, verbose=0))
+    margin = getattr(model, "spread_margin", None)
+    loaded[path] = {
+        "class": type(model).__name__,
+        "routing": getattr(model, "routing", None),
+        "spread_margin": None if margin is None else float(margin.numpy()),
+    }
+print(json.dumps({"backend": keras.backend.backend(), "models": loaded}))
+"""
+
+
+@pytest.fixture(scope="module")
+def saved(mnist_path, tmp_path_factory):
+    """Each of `MODELS` trained for one step and saved; its predictions here."""
+    folder = tmp_path_factory.mktemp("saved")
+    keep = np.random.default_rng(0).permutation(5000)[:16]  # every class
+    with np.load(mnist_path) as data:
+        x = data["x_train"][keep].astype("float32")[..., None] / 255.0
+        y = data["y_train"][keep].astype("int32")
+    inputs = str(folder / "x.npy")
+    np.save(inputs, x[:4])
+    models = {}
+    for name, build in MODELS.items():
+        model = build()
+        model.compile(optimizer=keras.optimizers.Adam(1e-3))
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+        if isinstance(model, MatrixCapsNet):
+            model.spread_margin.assign(0.3)  # a margin schedule's later value
+        path = str(folder / f"{name}.keras")
+        model.save(path)
+        models[name] = (model, path, model.predict(x[:4], verbose=0))
+    return inputs, models
+
+
+def test_every_model_loads_and_predicts_the_same_under_the_other_backends(saved):
+    inputs, models = saved
+    paths = [path for _, path, _ in models.values()]
+    for other in (b for b in BACKENDS if b != keras.backend.backend()):
+        result = subprocess.run(
+            [sys.executable, "-c", LOAD_SCRIPT, inputs, *paths],
+            env={**os.environ, "KERAS_BACKEND": other},
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["backend"] == other
+        for name, (model, path, expected) in models.items():
+            loaded = report["models"][path]
+            assert loaded["class"] == type(model).__name__, name
+            if isinstance(model, CapsNet):
+                assert loaded["routing"] == model.routing, name
+            else:  # the margin variable travels with the model
+                assert loaded["spread_margin"] == pytest.approx(0.3), name
+            predicted = np.load(path + ".npy")  # written by the other backend
+            np.testing.assert_allclose(predicted, expected, atol=1e-4, err_msg=name)
