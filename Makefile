@@ -73,6 +73,10 @@ format: install
 # suite: jax writes its entries without a lock, so no two processes that run
 # at the same time share one.
 TEST_JOBS ?= 2
+# Every suite ends with its slowest tests (and notebook cells), so that the
+# next one to slow `make test` down shows where it happens (the timings of
+# the last measured runs: benchmarks/test-time/). Speed is never asserted.
+TEST_DURATIONS ?= 15
 TEST_SUITES := $(addprefix test-,torch jax tensorflow)
 .PHONY: $(TEST_SUITES)  # after TEST_SUITES: .PHONY expands it at once
 JAX_CACHE = $(if $(TEST_CACHE),JAX_COMPILATION_CACHE_DIR=$(TEST_CACHE)/$* \
@@ -93,7 +97,8 @@ $(TEST_SUITES): test-%: install
 		CAPSULES_KERAS_TEST_FASHION_MNIST="$(TEST_FASHION_MNIST)" \
 		CAPSULES_KERAS_MNIST="$(TEST_MNIST)" CAPSULES_KERAS_QUICK=1 \
 		$(BIN)/python -m pytest tests --doctest-modules capsules_keras \
-		-o cache_dir=.pytest_cache/$* $(NBVAL) $(PYTEST_ARGS)
+		-o cache_dir=.pytest_cache/$* --durations=$(TEST_DURATIONS) \
+		$(NBVAL) $(PYTEST_ARGS)
 
 demo: install
 	KERAS_BACKEND=$${KERAS_BACKEND:-$(DEMO_BACKEND)} $(BIN)/python -m \

@@ -26,6 +26,8 @@ yield float32 images in [0, 1] of the model's `image_shape` and labels
 import keras
 import numpy as np
 
+from capsules_keras._checks import check_positive_int
+
 
 def is_array(value):
     """Whether `value` is an array the helpers can check ahead of training."""
@@ -244,6 +246,20 @@ class PreparedInputsModel(keras.Model):
         self.compile(**{**config, "jit_compile": "auto"})
         if self.built:
             self.optimizer.build(self.trainable_variables)  # for its saved state
+
+    def _in_batches(self, step, batch_size, *arrays):
+        """`step(*batch)` over `batch_size` rows of `arrays` at a time, as NumPy.
+
+        Used by `analyze`. `step` returns a dict of tensors with one row per
+        input row; the result holds them concatenated over all the batches.
+        """
+        check_positive_int("batch_size", batch_size)
+        parts = []
+        for start in range(0, len(arrays[0]), batch_size):
+            batch = [array[start : start + batch_size] for array in arrays]
+            outputs = step(*batch)
+            parts.append({k: keras.ops.convert_to_numpy(v) for k, v in outputs.items()})
+        return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
 
     def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
         """`keras.Model.fit` after `prepare` of `x, y` and `validation_data`."""

@@ -975,17 +975,17 @@ class MatrixCapsNet(PreparedInputsModel):
             `i` sits in grid cell `i // capsule_types[-1]`, row by row.
         """
         images = prepare_images(images, self.image_shape, name="images")
-        parts = []
-        for start in range(0, len(images), batch_size):
-            x = self._class_inputs(images[start : start + batch_size])
+
+        def step(batch):
+            x = self._class_inputs(batch)
             capsules, assignments = self.class_caps.route(x, routing_iterations)
-            part = {
+            return {
                 "activations": capsules[..., POSE_SIZE],
                 "assignments": assignments,
                 "child_activations": ops.reshape(x[..., POSE_SIZE], (len(x), -1)),
             }
-            parts.append({k: ops.convert_to_numpy(v) for k, v in part.items()})
-        result = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+        result = self._in_batches(step, batch_size, images)
         result["predictions"] = result["activations"].argmax(-1)
         return result
 

@@ -339,24 +339,21 @@ class CapsNet(PreparedInputsModel):
         images = prepare_images(images, self.image_shape, name="images")
         if labels is not None:
             labels = self._prepare_labels(labels, len(images), "labels")
-        parts = []
-        for start in range(0, len(images), batch_size):
-            batch = images[start : start + batch_size]
+
+        def step(batch, batch_labels=None):
             u = self.primary_caps(self.conv(batch))
             capsules, coupling = self.digit_caps.route(
                 self.digit_caps.votes(u), iterations, return_coupling=True
             )
-            batch_labels = (
-                None if labels is None else labels[start : start + batch_size]
-            )
-            part = {
+            return {
                 "lengths": self.length(capsules),
                 "capsules": capsules,
                 "reconstructions": self._reconstructions(capsules, batch_labels),
                 "coupling": coupling,
             }
-            parts.append({k: ops.convert_to_numpy(v) for k, v in part.items()})
-        result = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+        arrays = (images,) if labels is None else (images, labels)
+        result = self._in_batches(step, batch_size, *arrays)
         result["predictions"] = self.predicted_classes(result["lengths"])
         return result
 

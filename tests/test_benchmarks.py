@@ -19,6 +19,7 @@ import bench_routings  # noqa: E402
 import bench_train  # noqa: E402
 import reference_accuracy  # noqa: E402
 import run_all  # noqa: E402
+import test_durations  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +116,32 @@ def test_reference_accuracy_tiny(mnist_path, tmp_path):
         assert json.load(f)["history"] == result["history"]
     with pytest.raises(SystemExit, match="exists"):
         reference_accuracy.main(flags)  # an old result is never overwritten
+
+
+def test_durations_summary_per_suite():
+    log = "\n".join(
+        [
+            "=== tests: KERAS_BACKEND=jax ===",
+            "2.50s call     tests/test_a.py::test_one",
+            "0.50s setup    tests/test_a.py::test_one",
+            "1.00s call     notebooks/01.ipynb::Cell 3",
+            "==== 3 passed in 9.00s ====",
+            "=== tests: KERAS_BACKEND=torch ===",
+            "==== 1 failed, 2 passed in 4.00s ====",
+        ]
+    )
+    found = test_durations.suites(log)
+    assert list(found) == ["jax", "torch"]
+    closing, items = found["jax"]
+    assert closing == "3 passed in 9.00s"
+    assert items == {
+        "tests/test_a.py::test_one": 3.0,
+        "notebooks/01.ipynb::Cell 3": 1.0,
+    }
+    assert found["torch"] == ("1 failed, 2 passed in 4.00s", {})
+    text = test_durations.summary(log, top=1)
+    assert (
+        "| `tests/test_a.py` | 3.0 |" in text
+        and "| `notebooks/01.ipynb` | 1.0 |" in text
+    )
+    assert "slowest 1" in text and "Cell 3" not in text.split("slowest 1")[1]

@@ -103,6 +103,10 @@ def test_cli_data_parallel(mnist_path, tmp_path):
         "1",
         "--distribute",
         "data-parallel",
+        "--conv-filters",  # narrow: the subject is the distribution
+        str(NARROW["conv_filters"]),
+        "--primary-capsules",
+        str(NARROW["primary_capsules"]),
         "--output-dir",
         str(tmp_path),
         "--verbose",
