@@ -27,6 +27,19 @@ from capsules_keras.ops import (
 register = keras.saving.register_keras_serializable(package="capsules_keras")
 
 
+def legacy_scale_agreement(config):
+    """A `DigitCaps` or `CapsNet` config with the `scale_agreement` it means.
+
+    capsules_keras 0.1 routed inverted dot-product attention without the
+    authors' `1 / sqrt(dim)` scale and saved no `scale_agreement`: such a
+    config keeps routing unscaled. (Every other routing ignores the key.)
+    """
+    if "scale_agreement" in config:
+        return config
+    unscaled = config.get("routing") == "inverted_dot_product"
+    return {**config, "scale_agreement": not unscaled}
+
+
 def _check_axis(axis):
     if isinstance(axis, bool) or not isinstance(axis, int):
         raise ValueError(f"`axis` must be an integer. Received: axis={axis!r}")
@@ -228,10 +241,14 @@ class DigitCaps(layers.Layer):
     - `"self_attention"`: Mazzia et al. (2021), `self_attention_routing`:
       one pass, couplings from the agreement of each vote with all votes,
       plus learned priors (weight `priors`, `(in_capsules, num_capsules)`).
+      The squash stays Sabour et al.'s unless `squash="exponential"`, the
+      one Efficient-CapsNet uses (`EfficientCapsNet` passes it).
     - `"inverted_dot_product"`: Tsai et al. (2020),
       `inverted_dot_product_routing`: parents start from zero, children
       agree with the layer-normalised parent poses (gain and bias weights
-      `pose_scale`, `pose_offset`); 3 iterations.
+      `pose_scale`, `pose_offset`), the agreement divided by
+      `sqrt(capsule_dim)` as in the authors' code; 3 passes, the uniform
+      one included.
 
     Every algorithm outputs squashed capsules (their lengths are class
     probabilities) and the same coupling coefficients with
@@ -256,6 +273,11 @@ class DigitCaps(layers.Layer):
         routing: `"dynamic"`, `"self_attention"` or `"inverted_dot_product"`.
         squash: The non-linearity of the output capsules: `"sabour"` (the
             paper's) or `"exponential"` (Efficient-CapsNet's).
+        scale_agreement: Inverted dot-product routing only: divide the
+            agreements by `sqrt(capsule_dim)` before the softmax, as Tsai et
+            al.'s code does (True, the default). False is the unscaled
+            agreement of their paper, and of layers saved by capsules_keras
+            0.1 (a config without this key loads with False).
 
     Input shape:
         `(batch_size, in_capsules, in_dim)`.
@@ -300,6 +322,7 @@ class DigitCaps(layers.Layer):
         return_coupling=False,
         routing="dynamic",
         squash="sabour",
+        scale_agreement=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -313,6 +336,12 @@ class DigitCaps(layers.Layer):
                 "`stop_gradient_votes` applies to dynamic routing only. "
                 f"Received: routing={routing!r}, stop_gradient_votes=True"
             )
+        if not scale_agreement and routing != "inverted_dot_product":
+            raise ValueError(
+                "`scale_agreement` applies to inverted dot-product routing only. "
+                f"Received: routing={routing!r}, scale_agreement={scale_agreement}"
+            )
+        self.scale_agreement = bool(scale_agreement)
         self.routing = routing
         self.num_capsules = num_capsules
         self.capsule_dim = capsule_dim
@@ -411,6 +440,7 @@ class DigitCaps(layers.Layer):
                 self.pose_offset,
                 return_coupling,
                 self.squash_fn,
+                self.scale_agreement,
             )
         return dynamic_routing(
             u_hat, iterations, self.stop_gradient_votes, return_coupling, self.squash_fn
@@ -461,8 +491,13 @@ class DigitCaps(layers.Layer):
             "return_coupling": self.return_coupling,
             "routing": self.routing,
             "squash": self.squash,
+            "scale_agreement": self.scale_agreement,
         }
         return {**base_config, **config}
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(legacy_scale_agreement(config))
 
 
 @register

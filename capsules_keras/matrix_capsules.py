@@ -102,8 +102,13 @@ def em_routing(
 
     - The cost `cost_j = sum_h cost^h` is standardised over the parents
       `k` of the same child group (mean 0, standard deviation 1, with
-      `epsilon` under the square root), as common implementations do. The
-      paper's raw cost grows with the number of children and with
+      `epsilon` under the square root), as gyang274/capsulesEM does
+      (`src/capsules/core.py`, commit c3f48e6; its `epsilon` is added to
+      the standard deviation instead). IBM's matrix-capsules-with-em-routing
+      (`em_routing.py`, commit 2da9cdf, where the standardisation is
+      commented out) and yl-1993/Matrix-Capsules-EM-PyTorch
+      (`model/capsules.py`, commit ca4cd7f) use the raw cost, as the paper
+      does. The paper's raw cost grows with the number of children and with
       `-log sigma`, which training can drive up for every parent at once:
       all activations then saturate at 1 and the spread loss stops
       learning (an unstandardised version of this function did so within

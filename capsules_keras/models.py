@@ -19,7 +19,14 @@ from capsules_keras.inputs import (
     prepare_label_sets,
     prepare_labels,
 )
-from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps, Squash
+from capsules_keras.layers import (
+    DigitCaps,
+    Length,
+    Mask,
+    PrimaryCaps,
+    Squash,
+    legacy_scale_agreement,
+)
 from capsules_keras.losses import MarginLoss, ReconstructionLoss
 from capsules_keras.metrics import k_hot, multi_label_metrics, top_k_classes
 from capsules_keras.ops import check_routing
@@ -85,6 +92,9 @@ class CapsNet(PreparedInputsModel):
         decoder_units: Hidden layer sizes of the decoder ((512, 1024)).
         routing: The routing algorithm of `DigitCaps`: `"dynamic"` (the
             paper's), `"self_attention"` or `"inverted_dot_product"`.
+        scale_agreement: Inverted dot-product routing only: the authors'
+            `1 / sqrt(digit_dim)` on the agreements (see `DigitCaps`); False
+            for the unscaled agreement of models saved by capsules_keras 0.1.
         **kwargs: Passed to `keras.Model` (e.g. `name`).
 
     >>> model = CapsNet()
@@ -107,6 +117,7 @@ class CapsNet(PreparedInputsModel):
         digit_dim=16,
         decoder_units=(512, 1024),
         routing="dynamic",
+        scale_agreement=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -126,6 +137,7 @@ class CapsNet(PreparedInputsModel):
         self.num_classes = num_classes
         self.routing_iterations = check_routing(routing, routing_iterations)
         self.routing = routing
+        self.scale_agreement = scale_agreement
         self.reconstruction_weight = reconstruction_weight
         self.conv_filters = conv_filters
         self.kernel_size = kernel_size
@@ -142,6 +154,7 @@ class CapsNet(PreparedInputsModel):
             return_coupling=True,
             routing=routing,
             squash=self.SQUASH,
+            scale_agreement=scale_agreement,
             name="digit_caps",
         )
         # Under mixed precision the outputs the losses see stay float32.
@@ -392,8 +405,13 @@ class CapsNet(PreparedInputsModel):
             "digit_dim": self.digit_dim,
             "decoder_units": self.decoder_units,
             "routing": self.routing,
+            "scale_agreement": self.scale_agreement,
         }
         return {**super().get_config(), **config}
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(legacy_scale_agreement(config))
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")

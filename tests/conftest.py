@@ -52,8 +52,8 @@ def fashion_path():
 
 #: Tolerance of a result against its NumPy reference (float32).
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
-#: A narrow CapsNet (144 primary capsules, 1.4M parameters, mostly the
-#: decoder) for tests whose subject is not the paper's size: each of its
+#: A narrow CapsNet (144 primary capsules, 1,638,480 parameters, most of
+#: them the decoder's) for tests whose subject is not the paper's size: each of its
 #: steps costs a fraction of the paper's 8.2M-parameter network.
 NARROW = {"conv_filters": 16, "primary_capsules": 4}
 #: Every backend the suite runs on (e.g. for cross-backend loading).

@@ -85,15 +85,21 @@ def layer_norm(x, scale, offset, epsilon=1e-5):
     return (x - mean) / np.sqrt(variance + epsilon) * scale + offset
 
 
-def inverted_dot_product_routing(u_hat, iterations, scale, offset):
-    """Tsai et al. (2020), parents from zero, LayerNorm'd poses. Returns (v, c)."""
+def inverted_dot_product_routing(u_hat, iterations, scale, offset, scaled=True):
+    """Tsai et al. (2020), parents from zero, LayerNorm'd poses. Returns (v, c).
+
+    `scaled`: the agreement divided by sqrt(out_dim), as in the authors' code.
+    """
     u_hat = np.asarray(u_hat, dtype=np.float64)
     batch, in_caps, out_caps, out_dim = u_hat.shape
+    divisor = np.sqrt(out_dim) if scaled else 1.0
     poses = np.zeros((batch, out_caps, out_dim))
     for _ in range(iterations):
         agreement = np.zeros((batch, in_caps, out_caps))
         for j in range(out_caps):
-            agreement[:, :, j] = np.sum(u_hat[:, :, j] * poses[:, None, j], axis=-1)
+            agreement[:, :, j] = (
+                np.sum(u_hat[:, :, j] * poses[:, None, j], axis=-1) / divisor
+            )
         c = softmax(agreement, axis=2)
         s = np.zeros((batch, out_caps, out_dim))
         for i in range(in_caps):

@@ -76,7 +76,7 @@ def test_trains_predicts_and_saves(digits, tmp_path):
     model.compile(optimizer=keras.optimizers.Adam(5e-4))
     moving_mean = model.conv.get_layer("bn1").moving_mean
     before = ops.convert_to_numpy(moving_mean).copy()
-    history = model.fit(x, y, batch_size=16, epochs=3, verbose=0)
+    history = model.fit(x, y, batch_size=16, epochs=2, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
     # BatchNorm learned statistics in training and uses them in inference.
     assert not np.allclose(ops.convert_to_numpy(moving_mean), before)

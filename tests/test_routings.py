@@ -6,6 +6,7 @@ equal to loop-by-loop NumPy references, finite at zero votes (gradients too),
 reduced precision, serialization and old-model compatibility.
 """
 
+import authors_reference as authors
 import keras
 import numpy as np
 import numpy_reference as ref
@@ -35,14 +36,17 @@ def test_self_attention_routing_matches_reference():
     np.testing.assert_allclose(numpy(c).sum(axis=-1), 1.0, atol=1e-6)
 
 
+@pytest.mark.parametrize("scaled", [True, False])
 @pytest.mark.parametrize("iterations", [1, 2, 3, 5])
-def test_inverted_dot_product_routing_matches_reference(iterations):
+def test_inverted_dot_product_routing_matches_reference(iterations, scaled):
     u_hat = random(3, 7, 4, 5, seed=2)
     scale, offset = 1 + random(5, scale=0.2, seed=3), random(5, scale=0.2, seed=4)
     v, c = inverted_dot_product_routing(
-        u_hat, iterations, scale, offset, return_coupling=True
+        u_hat, iterations, scale, offset, return_coupling=True, scale_agreement=scaled
     )
-    v_ref, c_ref = ref.inverted_dot_product_routing(u_hat, iterations, scale, offset)
+    v_ref, c_ref = ref.inverted_dot_product_routing(
+        u_hat, iterations, scale, offset, scaled
+    )
     np.testing.assert_allclose(numpy(v), v_ref, **TOLERANCE)
     np.testing.assert_allclose(numpy(c), c_ref, **TOLERANCE)
     if iterations == 1:  # parents start from zero: uniform couplings
@@ -125,6 +129,68 @@ def test_iterations_default_per_algorithm_and_are_checked():
         DigitCaps(4, 5, routing="inverted_dot_product", stop_gradient_votes=True)
     with pytest.raises(ValueError, match="routing_iterations"):
         DigitCaps(4, 5, routing_iterations=0)
+
+
+def _layer_with(routing, kernel, **kwargs):
+    """A built DigitCaps whose kernel is `kernel` (in_caps, out_caps, in, out)."""
+    in_caps, out_caps, in_dim, out_dim = kernel.shape
+    layer = DigitCaps(
+        out_caps, out_dim, routing=routing, return_coupling=True, **kwargs
+    )
+    layer.build((None, in_caps, in_dim))
+    layer.kernel.assign(kernel)
+    return layer
+
+
+def test_inverted_dot_product_layer_matches_the_authors_code():
+    u = random(3, 12, 8, seed=20)  # (batch, children, child dim)
+    kernel = random(12, 5, 8, 16, scale=0.4, seed=21)
+    gain, bias = 1 + random(16, scale=0.2, seed=22), random(16, scale=0.2, seed=23)
+    layer = _layer_with("inverted_dot_product", kernel)
+    legacy = _layer_with("inverted_dot_product", kernel, scale_agreement=False)
+    for routed in (layer, legacy):
+        routed.pose_scale.assign(gain)
+        routed.pose_offset.assign(bias)
+    theirs = kernel.transpose(0, 2, 1, 3)  # their w[n, a, m, d]
+    for passes in (1, 2, 3):
+        s, _, c_theirs = authors.tsai_capsule_fc(u, theirs, passes, gain, bias)
+        v, c = layer.route(layer.votes(u), passes)
+        # Ours outputs the squashed s of the last pass (their layer: its LayerNorm).
+        np.testing.assert_allclose(numpy(v), ref.squash(s), **TOLERANCE)
+        np.testing.assert_allclose(numpy(c), c_theirs, **TOLERANCE)
+    # Without the authors' 1/sqrt(16) the couplings come out visibly sharper.
+    _, c_unscaled = legacy.route(legacy.votes(u), 3)
+    assert np.abs(numpy(c_unscaled) - c_theirs).max() > 0.05
+
+
+def test_self_attention_layer_matches_the_authors_code():
+    u = random(3, 12, 8, seed=24)
+    kernel = random(12, 5, 8, 16, scale=0.3, seed=25)
+    priors = random(12, 5, scale=0.1, seed=26)
+    layer = _layer_with("self_attention", kernel, squash="exponential")
+    layer.priors.assign(priors)
+    v, c = layer(u)
+    v_theirs, c_theirs = authors.mazzia_fc_caps(
+        u, kernel.transpose(1, 0, 2, 3), priors.T[..., None]
+    )
+    np.testing.assert_allclose(numpy(v), v_theirs, **TOLERANCE)
+    np.testing.assert_allclose(numpy(c), c_theirs.transpose(0, 2, 1), **TOLERANCE)
+
+
+def test_inverted_routing_saved_without_the_scale_keeps_routing_unscaled():
+    config = DigitCaps(5, 16, routing="inverted_dot_product").get_config()
+    assert config["scale_agreement"] is True  # new layers: the authors' scale
+    del config["scale_agreement"]  # as capsules_keras 0.1 saved it
+    assert DigitCaps.from_config(config).scale_agreement is False
+    model_config = CapsNet(routing="inverted_dot_product", **SMALL).get_config()
+    del model_config["scale_agreement"]
+    old = CapsNet.from_config(model_config)
+    assert old.scale_agreement is False and old.digit_caps.scale_agreement is False
+    dynamic = DigitCaps(5, 16).get_config()
+    del dynamic["scale_agreement"]
+    assert DigitCaps.from_config(dynamic).scale_agreement is True  # no meaning there
+    with pytest.raises(ValueError, match="inverted dot-product routing only"):
+        DigitCaps(5, 16, routing="dynamic", scale_agreement=False)
 
 
 def test_a_config_saved_before_routing_existed_loads_as_dynamic():

@@ -1,5 +1,8 @@
-"""Every model saved as `.keras` on this backend loads and predicts the same on
-the other two.
+"""Saved `.keras` files load and predict the same on every backend and version.
+
+Every model saved on this backend loads on the other two; the golden files
+in `tests/data/golden/`, saved by an earlier version
+(`tests/data/save_golden_models.py`), load here with their predictions.
 
 One fresh interpreter per other backend loads all the models at once:
 starting one (and importing its framework) costs seconds, so one per model
@@ -10,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -96,3 +100,20 @@ def test_every_model_loads_and_predicts_the_same_under_the_other_backends(saved)
                 assert loaded["spread_margin"] == pytest.approx(0.3), name
             predicted = np.load(path + ".npy")  # written by the other backend
             np.testing.assert_allclose(predicted, expected, atol=1e-4, err_msg=name)
+
+
+GOLDEN = Path(__file__).parent / "data" / "golden"
+ABOUT = json.loads((GOLDEN / "golden.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(ABOUT["models"]))
+def test_a_file_saved_by_an_earlier_version_predicts_as_it_did(name):
+    with np.load(GOLDEN / "golden.npz") as arrays:
+        x, expected = arrays[f"{name}/x"], arrays[f"{name}/predicted"]
+    model = keras.saving.load_model(GOLDEN / f"{name}.keras")
+    assert type(model).__name__ == ABOUT["models"][name]
+    predicted = model.predict(x, verbose=0)
+    if keras.backend.backend() == ABOUT["backend"]:  # the backend that saved it
+        np.testing.assert_array_equal(predicted, expected)
+    else:
+        np.testing.assert_allclose(predicted, expected, atol=1e-4)

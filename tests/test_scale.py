@@ -15,7 +15,10 @@ from capsules_keras.distribution import data_parallel, single_device
 
 # Two CPU devices: jax reads XLA_FLAGS at start-up; tensorflow is configured in
 # the script itself, before it initialises.
-TWO_DEVICES_ENV = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+TWO_DEVICES_ENV = {
+    "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
+    + " --xla_force_host_platform_device_count=2"
+}
 
 PARALLEL_SCRIPT = """
 import json, os, sys

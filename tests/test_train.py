@@ -207,13 +207,15 @@ def test_quick_preset_trains_on_a_balanced_subset_and_paper_on_everything(
 
 @pytest.mark.parametrize(
     "model, title, parameters",
-    [("capsnet", "CapsNet", 8_215_568), ("cnn", "baseline CNN", 8_214_401)],
+    # The CapsNet narrow (its paper size: test_cli_writes_every_artifact); the
+    # CNN at the paper CapsNet's budget, its default.
+    [("capsnet", "CapsNet", 1_638_480), ("cnn", "baseline CNN", 8_214_401)],
 )
 def test_both_models_train_on_fashion_mnist_through_the_same_command(
     fashion_path, tmp_path, capsys, model, title, parameters
 ):
     args = tiny_args(fashion_path, tmp_path, "--model", model)
-    args += ["--dataset", "fashion_mnist"]
+    args += ["--dataset", "fashion_mnist", *(NARROW if model == "capsnet" else ())]
     assert train.main(args) == 0
     run_dir = only_run(tmp_path)
     assert f"fashion_mnist-{model}-quick" in os.path.basename(run_dir)
