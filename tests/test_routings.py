@@ -131,6 +131,9 @@ def test_iterations_default_per_algorithm_and_are_checked():
         DigitCaps(4, 5, routing_iterations=0)
 
 
+SMALL = {"conv_filters": 8, "primary_capsules": 2, "decoder_units": (16,)}
+
+
 def _layer_with(routing, kernel, **kwargs):
     """A built DigitCaps whose kernel is `kernel` (in_caps, out_caps, in, out)."""
     in_caps, out_caps, in_dim, out_dim = kernel.shape
@@ -198,9 +201,6 @@ def test_a_config_saved_before_routing_existed_loads_as_dynamic():
     del config["routing"]
     layer = DigitCaps.from_config(config)
     assert layer.routing == "dynamic" and layer.routing_iterations == 2
-
-
-SMALL = {"conv_filters": 8, "primary_capsules": 2, "decoder_units": (16,)}
 
 
 def test_capsnet_trains_analyzes_saves_and_loads(tmp_path):
