@@ -4,31 +4,37 @@ Written once in `keras.ops`, so it runs on the torch, jax and tensorflow
 backends alike.
 """
 
-from capsules_keras.layers import DigitCaps, Length, Mask, PrimaryCaps, Squash
+from capsules_keras.layers import (
+    ClassMatrixCaps,
+    ConvMatrixCaps,
+    DigitCaps,
+    Length,
+    Mask,
+    PrimaryCaps,
+    PrimaryMatrixCaps,
+    Squash,
+)
 from capsules_keras.losses import (
     MarginLoss,
     ReconstructionLoss,
-    margin_loss,
-    reconstruction_loss,
-)
-from capsules_keras.matrix_capsules import (
-    ClassMatrixCaps,
-    ConvMatrixCaps,
-    MatrixCapsNet,
-    PrimaryMatrixCaps,
     SpreadLoss,
     SpreadMarginSchedule,
-    em_routing,
+    margin_loss,
+    reconstruction_loss,
     spread_loss,
 )
-from capsules_keras.models import CapsNet, EfficientCapsNet, MultiDigitCapsNet
-from capsules_keras.ops import (
+from capsules_keras.models import (
+    CapsNet,
+    EfficientCapsNet,
+    MatrixCapsNet,
+    MultiDigitCapsNet,
+)
+from capsules_keras.ops import exponential_squash, safe_norm, squash
+from capsules_keras.routing import (
     dynamic_routing,
-    exponential_squash,
+    em_routing,
     inverted_dot_product_routing,
-    safe_norm,
     self_attention_routing,
-    squash,
 )
 
 __version__ = "0.1.0"

@@ -26,8 +26,6 @@ yield float32 images in [0, 1] of the model's `image_shape` and labels
 import keras
 import numpy as np
 
-from capsules_keras._checks import check_positive_int
-
 
 def is_array(value):
     """Whether `value` is an array the helpers can check ahead of training."""
@@ -225,52 +223,3 @@ def _numpy(value):
     if keras.ops.is_tensor(value):
         return keras.ops.convert_to_numpy(value)
     return np.asarray(value)
-
-
-class PreparedInputsModel(keras.Model):
-    """A model whose `fit` and `evaluate` check their arrays with `prepare`.
-
-    Subclasses define `prepare(x, y=None) -> (x, y)` with the helpers above;
-    `fit` applies it to `x, y` and to `validation_data`, `evaluate` to
-    `x, y`. Models with their own `compile` get it back after loading.
-    """
-
-    def compile_from_config(self, config):
-        """Re-compiles a loaded model (Keras skips a custom `compile`).
-
-        `jit_compile` is reset to `"auto"`: the saved value is the choice of the
-        backend that saved the model (e.g. True on jax), and forcing it on
-        another backend can be slow (torch.compile on torch).
-        """
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**{**config, "jit_compile": "auto"})
-        if self.built:
-            self.optimizer.build(self.trainable_variables)  # for its saved state
-
-    def _in_batches(self, step, batch_size, *arrays):
-        """`step(*batch)` over `batch_size` rows of `arrays` at a time, as NumPy.
-
-        Used by `analyze`. `step` returns a dict of tensors with one row per
-        input row; the result holds them concatenated over all the batches.
-        """
-        check_positive_int("batch_size", batch_size)
-        parts = []
-        for start in range(0, len(arrays[0]), batch_size):
-            batch = [array[start : start + batch_size] for array in arrays]
-            outputs = step(*batch)
-            parts.append({k: keras.ops.convert_to_numpy(v) for k, v in outputs.items()})
-        return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
-
-    def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
-        """`keras.Model.fit` after `prepare` of `x, y` and `validation_data`."""
-        x, y = self.prepare(x, y)
-        if isinstance(validation_data, (tuple, list)) and len(validation_data) > 1:
-            validation_data = (
-                *self.prepare(*validation_data[:2]),
-                *validation_data[2:],
-            )
-        return super().fit(x, y, *args, validation_data=validation_data, **kwargs)
-
-    def evaluate(self, x=None, y=None, *args, **kwargs):
-        """`keras.Model.evaluate` after `prepare` of `x, y`."""
-        return super().evaluate(*self.prepare(x, y), *args, **kwargs)

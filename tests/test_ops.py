@@ -7,8 +7,9 @@ import pytest
 from conftest import gradient
 from keras import ops
 
-import capsules_keras.ops as cops
+import capsules_keras.routing._votes as votes_module
 from capsules_keras import dynamic_routing, safe_norm, squash
+from capsules_keras.routing.dynamic import route_votes
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 
@@ -154,7 +155,7 @@ def test_reduced_precision_routing_is_finite_and_close(dtype):
 
 @pytest.mark.parametrize(
     "layout",
-    [cops._BATCHED_MATMUL, cops._EINSUM, cops._ELEMENTWISE],
+    [votes_module._BATCHED_MATMUL, votes_module._EINSUM, votes_module._ELEMENTWISE],
     ids=["batched_matmul", "einsum", "elementwise"],
 )
 @pytest.mark.parametrize("iterations", [1, 3])
@@ -169,7 +170,7 @@ def test_every_vote_layout_matches_reference(layout, iterations):
     np.testing.assert_allclose(
         np.transpose(ops.convert_to_numpy(votes), inverse), u_hat, **TOLERANCE
     )
-    v, c = cops.route_votes(votes, layout, iterations, False, True)
+    v, c = route_votes(votes, layout, iterations, False, True)
     v_ref, c_ref = ref.routing(u_hat, iterations)
     np.testing.assert_allclose(ops.convert_to_numpy(v), v_ref, **TOLERANCE)
     np.testing.assert_allclose(ops.convert_to_numpy(c), c_ref, **TOLERANCE)

@@ -1,0 +1,120 @@
+"""Efficient-CapsNet (Mazzia et al. 2021): convolutions, depthwise primary
+capsules, self-attention routing."""
+
+import keras
+from keras import layers
+
+from capsules_keras.layers import Squash
+from capsules_keras.models.vector import VectorCapsNet
+
+
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class EfficientCapsNet(VectorCapsNet):
+    """Efficient-CapsNet (Mazzia et al. 2021): a CapsNet of ~161k parameters.
+
+    ```
+    x = ReLU(BN(Conv2D(32, 5)(images)))                   # (b, 24, 24, 32)
+    x = ReLU(BN(Conv2D(64, 3)(x)))                        # (b, 22, 22, 64)
+    x = ReLU(BN(Conv2D(64, 3)(x)))                        # (b, 20, 20, 64)
+    x = ReLU(BN(Conv2D(128, 3, strides=2)(x)))            # (b, 9, 9, 128)
+    u = squash_e(reshape(DepthwiseConv2D(9)(x), 16, 8))   # (b, 16, 8)
+    v = DigitCaps(10, 16, routing="self_attention",
+                  squash="exponential")(u)                # (b, 10, 16)
+    ```
+
+    (shapes for 28x28 digits; the depthwise kernel covers the whole last
+    feature map, whatever the image size.) `squash_e` is the exponential
+    squash `(1 - exp(-|s|)) s / |s|`; the primary capsules come from one
+    depthwise convolution, not from a convolution per capsule type; the
+    class capsules from non-iterative self-attention routing. The decoder,
+    the margin loss and the reconstruction weight (their 0.392 x the mean
+    squared error = 0.0005 x the sum) are `CapsNet`'s, and so are `fit`,
+    `predict`, `analyze` and saving.
+
+    `count_encoder_params()` is 161,824 for 28x28x1 digits: the paper's
+    count, which leaves out the decoder (1.41M parameters that only
+    regularise training).
+
+    Args:
+        image_shape: `(height, width, channels)`.
+        num_classes: Number of classes.
+        routing: The routing of the class capsules (the paper's
+            `"self_attention"`; the others of `DigitCaps` for comparisons).
+        routing_iterations: As in `CapsNet`.
+        reconstruction_weight: As in `CapsNet`.
+        digit_dim: Dimension of the class capsules (16).
+        decoder_units: Hidden layer sizes of the decoder ((512, 1024)).
+        scale_agreement: As in `CapsNet` (inverted dot-product routing only).
+        **kwargs: Passed to `keras.Model`.
+
+    >>> EfficientCapsNet().count_encoder_params()
+    161824
+
+    Reference: Mazzia, Salvetti & Chiaberge (2021), "Efficient-CapsNet:
+    capsule network with self-attention routing", Scientific Reports 11,
+    section 3 and Figure 2.
+    """
+
+    SQUASH = "exponential"
+    #: The primary capsules: 16 of 8 dimensions, the 128 channels of the
+    #: depthwise convolution.
+    PRIMARY_CAPSULES = (16, 8)
+    #: Channels of the convolution stack, and its last stride-2 layer's.
+    CONVOLUTIONS = ((32, 5, 1), (64, 3, 1), (64, 3, 1), (128, 3, 2))
+
+    def __init__(
+        self,
+        image_shape=(28, 28, 1),
+        num_classes=10,
+        routing="self_attention",
+        routing_iterations=None,
+        reconstruction_weight=0.0005,
+        digit_dim=16,
+        decoder_units=(512, 1024),
+        scale_agreement=True,
+        **kwargs,
+    ):
+        super().__init__(
+            image_shape,
+            num_classes,
+            routing_iterations,
+            reconstruction_weight,
+            digit_dim,
+            decoder_units,
+            routing,
+            scale_agreement,
+            **kwargs,
+        )
+        self._add_layers()
+
+    def _encoder(self):
+        stack = []
+        height, width = self.image_shape[:2]
+        for k, (filters, size, stride) in enumerate(self.CONVOLUTIONS, 1):
+            stack += [
+                layers.Conv2D(
+                    filters,
+                    size,
+                    strides=stride,
+                    kernel_initializer="he_normal",
+                    name=f"conv{k}",
+                ),
+                layers.BatchNormalization(name=f"bn{k}"),
+                layers.ReLU(name=f"relu{k}"),
+            ]
+            height, width = (height - size) // stride + 1, (width - size) // stride + 1
+        if min(height, width) < 1:
+            raise ValueError(
+                "Images are too small for Efficient-CapsNet's convolutions. "
+                f"Received: image_shape={self.image_shape}"
+            )
+        primary_caps = keras.Sequential(
+            [
+                # One filter per channel over the whole last feature map.
+                layers.DepthwiseConv2D((height, width), name="depthwise"),
+                layers.Reshape(self.PRIMARY_CAPSULES),
+                Squash(variant=self.SQUASH, name="squash"),
+            ],
+            name="primary_caps",
+        )
+        return keras.Sequential(stack, name="conv"), primary_caps

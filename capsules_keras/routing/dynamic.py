@@ -1,0 +1,118 @@
+"""Routing by agreement, Sabour et al. (2017): `dynamic_routing`."""
+
+from keras import ops
+
+from capsules_keras._checks import check_positive_int
+from capsules_keras.ops import squash
+from capsules_keras.routing._votes import check_votes, vote_layout
+
+
+def dynamic_routing(
+    u_hat,
+    iterations=3,
+    stop_gradient_votes=False,
+    return_coupling=False,
+    squash_fn=squash,
+):
+    """Routing by agreement (Sabour et al. 2017, Procedure 1).
+
+    ```
+    b[b,i,j] = 0
+    repeat `iterations` times:
+        c[b,i,j] = softmax over j of b[b,i,:]    # each child's coefficients sum to 1
+        s[b,j,m] = sum_i c[b,i,j] * u_hat[b,i,j,m]
+        v[b,j,m] = squash(s[b,j,:])[m]
+        b[b,i,j] += sum_m v[b,j,m] * u_hat[b,i,j,m]
+    ```
+
+    The routing logits `b` start at zero for every sample and are never
+    learned. The logit update after the last iteration is skipped: it would
+    not change the output. Iterations count every pass, the first (uniform)
+    one included, as in the paper (`r = 3`) and in its authors' code.
+
+    Departures from the authors' code (Sarasra/models, commit 2bdd128,
+    `research/capsules/models/layers/layers.py`, `capsule` and
+    `_update_routing`; tests/authors_reference.py transcribes it):
+
+    - No bias: their layer adds a learned `bias_j` to every `s_j` before
+      the squash; the paper's Procedure 1 has none, and neither do we.
+    - Their optional leaky routing (an extra "leak" logit per child,
+      `leaky=False` by default there) is not implemented.
+    - `squash` puts `epsilon` under the square root; theirs divides by the
+      bare norm (NaN at the zero vector).
+
+    Args:
+        u_hat: Predictions ("votes") of every child for every parent,
+            shape `(batch_size, in_capsules, out_capsules, out_dim)`.
+        iterations: Number of routing iterations `r >= 1`. The paper uses 3.
+        stop_gradient_votes: If True, the votes in all but the last iteration
+            are treated as constants by backpropagation, so gradients reach
+            `u_hat` only through the final weighted sum. This is cheaper and
+            some implementations find it trains more stably, but it is not the
+            paper's procedure (which backpropagates through every iteration),
+            so it is off by default.
+        return_coupling: If True, also return the coupling coefficients `c`
+            used in the last iteration.
+        squash_fn: The non-linearity (`squash`, the paper's, or another of
+            `SQUASHES`).
+
+    Returns:
+        Parent capsules `v`, shape `(batch_size, out_capsules, out_dim)`, and,
+        if `return_coupling`, `c` of shape
+        `(batch_size, in_capsules, out_capsules)` (float32 under mixed
+        precision).
+    """
+    check_positive_int("iterations", iterations)
+    u_hat = check_votes(u_hat)
+    layout = vote_layout()
+    return route_votes(
+        ops.transpose(u_hat, layout.permutation),
+        layout,
+        iterations,
+        stop_gradient_votes,
+        return_coupling,
+        squash_fn,
+    )
+
+
+def route_votes(
+    votes, layout, iterations, stop_gradient_votes, return_coupling, squash_fn=squash
+):
+    """`dynamic_routing` on votes already in `layout` (see `VoteLayout`).
+
+    `DigitCaps` computes its votes straight into the layout that routes
+    fastest on the backend, and calls this; the arguments are as in
+    `dynamic_routing`, whose checks it skips.
+    """
+    num_parents = votes.shape[layout.permutation.index(2)]
+    routing_votes = ops.stop_gradient(votes) if stop_gradient_votes else votes
+    # The logits b_ij start at zero, so the first coupling is uniform,
+    # c_ij = 1 / num_parents, and needs no softmax. Later logits accumulate
+    # agreements; they stay float32 even for float16/bfloat16 votes, so the
+    # softmax stays accurate.
+    logits = None
+    c = None
+    for r in range(iterations):
+        last = r == iterations - 1
+        current = votes if last else routing_votes
+        if logits is None:
+            # s_j = sum_i u_hat_j|i / num_parents (c_ij = 1 / num_parents)
+            s = ops.sum(current, axis=layout.child_axis) / num_parents  # (b, j, m)
+        else:
+            # c_ij = exp(b_ij) / sum_k exp(b_ik): softmax over the PARENT axis j.
+            c = ops.softmax(logits, axis=layout.parent_axis)
+            # s_j = sum_i c_ij u_hat_j|i
+            s = layout.weighted_sum(ops.cast(c, current.dtype), current)  # (b, j, m)
+        # v_j = squash(s_j)
+        v = squash_fn(s)  # (b, j, m)
+        if not last:
+            # b_ij <- b_ij + u_hat_j|i . v_j
+            agreement = ops.cast(layout.agreement(v, current), "float32")
+            logits = agreement if logits is None else logits + agreement
+    if not return_coupling:
+        return v
+    if c is None:  # a single iteration: the uniform coupling
+        c = ops.full_like(votes[..., 0], 1.0 / num_parents, dtype="float32")
+    # The coupling in this layout -> (b, i, j).
+    inverse = [layout.permutation.index(axis) for axis in range(3)]
+    return v, ops.transpose(c, inverse)

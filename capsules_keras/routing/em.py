@@ -1,0 +1,197 @@
+"""EM routing between matrix capsules, Hinton, Sabour & Frosst (2018).
+
+Numerical choices (made once, in `em_routing`):
+
+- The E-step runs in log space: `log R_ij = log a_j + log p_ij -
+  logsumexp_k(log a_k + log p_ik)` with `log a_j = log_sigmoid(...)`, so the
+  Gaussian densities never underflow to 0 (and `R` never becomes 0/0).
+- `epsilon` is added to every variance and to every `sum_i R_ij`, so that
+  `log sigma` and the means stay finite when the votes agree exactly or no
+  child is active (e.g. all-zero inputs).
+- The cost is standardised over the parents before the logistic (see
+  `em_routing`), so the activations cannot all saturate together.
+- Routing is computed in float32 for float16/bfloat16 votes.
+"""
+
+import math
+
+from keras import ops
+
+from capsules_keras._checks import check_positive_int, check_positive_number
+from capsules_keras.ops import float32_if_reduced
+
+#: Entries of a 4x4 pose matrix, stored row by row.
+POSE_SIZE = 16
+#: Added to the variances and to the assignment sums (see the module doc).
+EM_EPSILON = 1e-4
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _check_betas(name, beta, num_parents):
+    """`beta` as a `(num_parents,)` or scalar float tensor; checks its size."""
+    beta = ops.convert_to_tensor(beta)
+    if len(beta.shape) > 1 or (len(beta.shape) == 1 and beta.shape[0] != num_parents):
+        raise ValueError(
+            f"`{name}` must be a scalar or have shape ({num_parents},), one per "
+            f"parent capsule. Received: {name}.shape={tuple(beta.shape)}"
+        )
+    return beta
+
+
+def em_routing(
+    votes,
+    activations,
+    beta_u,
+    beta_a,
+    iterations=3,
+    inverse_temperature=1.0,
+    epsilon=EM_EPSILON,
+    return_assignments=False,
+):
+    """EM routing between capsules (Hinton et al. 2018, Procedure 1).
+
+    ```
+    R_ij = 1 / |Omega_{L+1}|
+    for t = 1 .. iterations:
+        lambda = inverse_temperature * t / iterations       # grows to the final value
+        M-step (for every parent j):
+            R_ij <- R_ij * a_i
+            mu_j^h = sum_i R_ij V_ij^h / sum_i R_ij
+            (sigma_j^h)^2 = sum_i R_ij (V_ij^h - mu_j^h)^2 / sum_i R_ij
+            cost_j = sum_h (beta_u + log sigma_j^h) * sum_i R_ij
+            a_j = logistic(lambda (beta_a - (cost_j - mean_k cost_k) / std_k cost_k))
+        E-step (for every child i; not after the last M-step):
+            p_ij = prod_h exp(-(V_ij^h - mu_j^h)^2 / (2 (sigma_j^h)^2))
+                          / sqrt(2 pi (sigma_j^h)^2)
+            R_ij = a_j p_ij / sum_k a_k p_ik
+    return mu_j (the parent poses), a_j (the parent activations)
+    ```
+
+    Two choices of this implementation (the first departs from the paper,
+    the second fills in a schedule it does not give):
+
+    - The cost `cost_j = sum_h cost^h` is standardised over the parents
+      `k` of the same child group (mean 0, standard deviation 1, with
+      `epsilon` under the square root), as gyang274/capsulesEM does
+      (`src/capsules/core.py`, commit c3f48e6; its `epsilon` is added to
+      the standard deviation instead). IBM's matrix-capsules-with-em-routing
+      (`em_routing.py`, commit 2da9cdf, where the standardisation is
+      commented out) and yl-1993/Matrix-Capsules-EM-PyTorch
+      (`model/capsules.py`, commit ca4cd7f) use the raw cost, as the paper
+      does. The paper's raw cost grows with the number of children and with
+      `-log sigma`, which training can drive up for every parent at once:
+      all activations then saturate at 1 and the spread loss stops
+      learning (an unstandardised version of this function did so within
+      3 epochs of a small test fit). Standardised, a parent is active
+      when its votes fit better than its siblings'; the scale is set by
+      `inverse_temperature` and the offset by `beta_a`.
+    - The inverse temperature `lambda` grows linearly over the iterations,
+      from `inverse_temperature / iterations` to `inverse_temperature` in
+      the last M-step (the one whose activations leave the layer), so early
+      E-steps weigh the parents more evenly. IBM's code uses
+      `0.01 (1 - 0.95^t)` (Hinton's answer on OpenReview); the paper gives
+      no schedule.
+
+    With both choices applied to IBM's code (tests/authors_reference.py
+    transcribes its `em_routing`, `m_step` and `e_step`), the two agree
+    within 1e-5; its other differences vanish under the standardisation
+    (its cost factor `100 / (children / parents)`) or are epsilons (1e-9
+    there, `epsilon` here). Iterations count M-steps, as the paper's
+    Procedure 1 and IBM's `iter_routing` (3) do.
+
+    Computed in log space (the E-step's normalisation is a log-sum-exp of
+    `log a_j + log p_ij`), with `epsilon` added to the variances, to
+    `sum_i R_ij` and to the variance of the cost, so any number of
+    iterations gives finite values and gradients, also for all-zero votes
+    or activations. float16/bfloat16 inputs are routed in float32.
+
+    Args:
+        votes: `V`, `(batch_size, in_capsules, out_capsules, 16)`.
+        activations: `a_i` of the children, `(batch_size, in_capsules)`.
+        beta_u, beta_a: Learned cost offsets, scalars or one per parent
+            `(out_capsules,)`.
+        iterations: EM iterations `>= 1`; the paper uses 3.
+        inverse_temperature: `lambda` of the last M-step (positive).
+        epsilon: Positive constant added to variances and assignment sums.
+        return_assignments: Also return `R` `(batch_size, in_capsules,
+            out_capsules)` (float32) of the last M-step, before it is
+            weighted by `a_i`; each child's row sums to 1.
+
+    Returns:
+        `(poses, activations)`: `mu` `(batch_size, out_capsules, 16)` and
+        `a_j` `(batch_size, out_capsules)` in the votes' dtype, and `R` if
+        asked.
+
+    >>> votes = ops.zeros((2, 5, 3, 16))
+    >>> mu, a = em_routing(votes, ops.ones((2, 5)), 0.0, 0.0)
+    >>> tuple(mu.shape), tuple(a.shape)
+    ((2, 3, 16), (2, 3))
+
+    Reference: Hinton, Sabour & Frosst (2018), section 2.1 and Procedure 1.
+    """
+    check_positive_int("iterations", iterations)
+    check_positive_number("inverse_temperature", inverse_temperature)
+    check_positive_number("epsilon", epsilon)
+    votes = ops.convert_to_tensor(votes)
+    activations = ops.convert_to_tensor(activations)
+    if len(votes.shape) != 4 or votes.shape[-1] != POSE_SIZE:
+        raise ValueError(
+            "`votes` must have shape (batch_size, in_capsules, out_capsules, 16). "
+            f"Received: votes.shape={tuple(votes.shape)}"
+        )
+    if len(activations.shape) != 2 or activations.shape[1] != votes.shape[1]:
+        raise ValueError(
+            "`activations` must have shape (batch_size, in_capsules) with the "
+            f"votes' {votes.shape[1]} input capsules. "
+            f"Received: activations.shape={tuple(activations.shape)}"
+        )
+    num_parents = votes.shape[2]
+    beta_u = _check_betas("beta_u", beta_u, num_parents)
+    beta_a = _check_betas("beta_a", beta_a, num_parents)
+    v = float32_if_reduced(votes)  # V_ij^h, (b, i, j, h)
+    dtype = v.dtype
+    a_in = ops.expand_dims(ops.cast(activations, dtype), -1)  # a_i, (b, i, 1)
+    beta_u = ops.reshape(ops.cast(beta_u, dtype), (-1, 1))  # (j, 1) or (1, 1)
+    beta_a = ops.cast(beta_a, dtype)
+    # R_ij = 1 / |Omega_{L+1}|
+    r = ops.full_like(v[..., 0], 1.0 / num_parents)  # (b, i, j)
+    for t in range(1, iterations + 1):
+        inverse_temp = inverse_temperature * t / iterations
+        # --- M-step ---
+        # R_ij <- R_ij * a_i
+        r_active = r * a_in  # (b, i, j)
+        r_sum = ops.sum(r_active, axis=1)  # sum_i R_ij, (b, j)
+        weights = r_active / (ops.expand_dims(r_sum, 1) + epsilon)  # (b, i, j)
+        # mu_j^h = sum_i R_ij V_ij^h / sum_i R_ij
+        mu = ops.einsum("bij,bijh->bjh", weights, v)  # (b, j, h)
+        deviation = v - ops.expand_dims(mu, 1)  # V_ij^h - mu_j^h, (b, i, j, h)
+        # (sigma_j^h)^2 = sum_i R_ij (V_ij^h - mu_j^h)^2 / sum_i R_ij
+        variance = ops.einsum("bij,bijh->bjh", weights, ops.square(deviation))
+        variance = variance + epsilon  # (b, j, h)
+        log_sigma = 0.5 * ops.log(variance)
+        # cost_j = sum_h (beta_u + log sigma_j^h) sum_i R_ij
+        cost = ops.sum(beta_u + log_sigma, axis=-1) * r_sum  # (b, j)
+        # ... standardised over the parents k
+        cost_mean = ops.mean(cost, axis=-1, keepdims=True)
+        cost_var = ops.mean(ops.square(cost - cost_mean), axis=-1, keepdims=True)
+        cost = (cost - cost_mean) / ops.sqrt(cost_var + epsilon)
+        # a_j = logistic(lambda (beta_a - cost_j)), as its logit
+        logits = inverse_temp * (beta_a - cost)  # (b, j)
+        if t == iterations:
+            break
+        # --- E-step ---
+        # log p_ij = sum_h [-(V_ij^h - mu_j^h)^2 / (2 sigma^2) - log sigma
+        #                   - log(2 pi) / 2]
+        log_p = ops.sum(
+            -ops.square(deviation) / (2.0 * ops.expand_dims(variance, 1))
+            - ops.expand_dims(log_sigma, 1),
+            axis=-1,
+        ) - (0.5 * POSE_SIZE * _LOG_2PI)  # (b, i, j)
+        # R_ij = a_j p_ij / sum_k a_k p_ik, normalised in log space
+        log_ap = ops.expand_dims(ops.log_sigmoid(logits), 1) + log_p  # (b, i, j)
+        r = ops.exp(log_ap - ops.logsumexp(log_ap, axis=2, keepdims=True))
+    poses = ops.cast(mu, votes.dtype)
+    parent_activations = ops.cast(ops.sigmoid(logits), votes.dtype)
+    if return_assignments:
+        return poses, parent_activations, r
+    return poses, parent_activations
