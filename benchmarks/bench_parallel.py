@@ -38,7 +38,7 @@ def main(argv=None):
 
     from capsules_keras import CapsNet
     from capsules_keras.distribution import data_parallel, single_device
-    from capsules_keras.train import default_jit_compile
+    from capsules_keras.training import default_jit_compile
 
     parallel = data_parallel()
     x, y = load_digits(DEFAULT_MNIST, (args.warmup + args.steps) * args.batch_size)

@@ -7,7 +7,7 @@
 Both train the paper's MNIST CapsNet (8.2M parameters) with Adam 1e-3 on the
 same real digits at the same batch size. Ours runs `Model.fit` with the
 command-line trainer's compile defaults and input pipeline for the backend
-(`capsules_keras.train.training_data`, without augmentation); labml's model (see
+(`capsules_keras.training.training_data`, without augmentation); labml's model (see
 `reference.py`) runs its own eager PyTorch step. Each implementation runs in
 a process of its own, so that its peak memory (resident set size, sampled
 while the timed steps run) is its own; `--impl both` alternates them.
@@ -39,17 +39,18 @@ def run_ours(x, y, batch_size, steps, warmup):
     import keras
 
     from capsules_keras import CapsNet
-    from capsules_keras.train import default_jit_compile, get_dataset, training_data
+    from capsules_keras.data import get_dataset
+    from capsules_keras.training import default_jit_compile, training_data
 
     start_mb = rss_mb()  # frameworks imported, nothing built yet
     keras.utils.set_random_seed(0)
     model = CapsNet()
     jit = default_jit_compile()
     model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=jit)
-    settings = {"batch_size": batch_size, "augment": False, "seed": 0}
+    mnist = get_dataset("mnist")
 
     def fit(rows):
-        data, kwargs = training_data(settings, get_dataset("mnist"), x[rows], y[rows])
+        data, kwargs = training_data(mnist, x[rows], y[rows], batch_size, seed=0)
         model.fit(data, verbose=0, **kwargs)
 
     warm = warmup * batch_size

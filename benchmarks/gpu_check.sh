@@ -66,7 +66,7 @@ for backend in $BACKENDS; do
   py=$(python_for "$backend")
   echo "=== $backend: devices ==="
   KERAS_BACKEND=$backend "$py" -c "import keras; \
-from capsules_keras.train import describe_devices; \
+from capsules_keras.training import describe_devices; \
 print(keras.backend.backend(), describe_devices())" \
     | tee "$OUT/devices-$backend.txt"
   echo "=== $backend: benchmarks ==="

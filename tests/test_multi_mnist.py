@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from capsules_keras.data import load_mnist
-from capsules_keras.multi_mnist import (
+from capsules_keras.data import get_dataset, load_mnist
+from capsules_keras.data.multi_mnist import (
     TEST_PAIRS,
     MultiMNISTBatches,
     bounding_box_overlap,
@@ -198,3 +198,32 @@ def test_bad_digits_are_refused():
         MultiMNISTBatches(images, labels, 0)
     with pytest.raises(ValueError, match="pairs_per_epoch"):
         MultiMNISTBatches(images, labels, 4, pairs_per_epoch=0)
+
+
+def test_the_multi_mnist_dataset_answers_with_pairs(mnist):
+    multi = get_dataset("multi_mnist")
+    assert (multi.objects_per_image, multi.multi_label) == (2, True)
+    (x_train, y_train), (x_test, y_test), _ = mnist
+    x, y = multi.test_set(x_test, y_test, 50)
+    fixed_x, fixed_y = fixed_test_set(x_test, y_test, 50)
+    np.testing.assert_array_equal(x, fixed_x)
+    np.testing.assert_array_equal(y["labels"], fixed_y["labels"])
+    batches = multi.training_batches(
+        x_train[::50], y_train[::50], 10, seed=3, targets="two_hot", pairs_per_epoch=30
+    )
+    assert isinstance(batches, MultiMNISTBatches) and len(batches) == 3
+    assert batches[0][0].shape == (10, 36, 36, 1) and batches[0][1].shape == (10, 10)
+    two_hot = multi.targets(y, "two_hot")
+    assert two_hot.shape == (50, 10) and (two_hot.sum(axis=1) == 2).all()
+    assert set(multi.targets(y, "capsnet")) == {"labels", "digits"}
+    assert multi.accepts_targets("capsnet") and not multi.accepts_targets(None)
+    labels = {"labels": np.array([[0, 1], [2, 3]])}
+    scores = np.zeros((2, 10), "float32")
+    scores[0, [0, 1]] = 1.0  # both right
+    scores[1, [2, 5]] = 1.0  # one right
+    result = multi.score(scores, labels)
+    assert result == {
+        "test_accuracy": 0.5,
+        "test_error": 0.5,
+        "test_accuracy_at_least_one": 1.0,
+    }

@@ -5,7 +5,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from capsules_keras import plots
-from capsules_keras.multi_mnist import overlay_pairs
+from capsules_keras.data.multi_mnist import overlay_pairs
 
 
 def _pairs(n):

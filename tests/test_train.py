@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
-from capsules_keras import MatrixCapsNet, evaluate, train
+from capsules_keras import MatrixCapsNet, evaluate, train, training
 
 ARTIFACTS = {
     "model.keras",
@@ -188,21 +188,21 @@ def test_quick_preset_trains_on_a_balanced_subset_and_paper_on_everything(
     mnist_path,
 ):
     def settings(*flags):
-        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
 
     quick = settings("--data", mnist_path)
     assert quick["max_train_samples"] == 5000 and quick["max_test_samples"] is None
     assert settings("--preset", "paper")["max_train_samples"] is None
     assert settings("--max-train-samples", "20000")["max_train_samples"] == 20000
     capped = {**quick, "max_train_samples": 1000, "seed": 3}
-    x_train, y_train, x_test, _, _, available = train.load_data(capped)
+    x_train, y_train, x_test, _, _, available = training.load_data(capped)
     assert len(x_train) == 1000 and available == 5000 and len(x_test) == 10000
     assert np.bincount(y_train).tolist() == [100] * 10
-    again = train.load_data(capped)
+    again = training.load_data(capped)
     np.testing.assert_array_equal(again[0], x_train)  # seeded: the same digits
-    everything = train.load_data(quick)  # the offline file holds 5,000: all
+    everything = training.load_data(quick)  # the offline file holds 5,000: all
     assert len(everything[0]) == 5000
-    assert train.describe_training_set(5000, 5000, 0) == "5,000 (all)"
+    assert training.describe_training_set(5000, 5000, 0) == "5,000 (all)"
 
 
 @pytest.mark.parametrize(
@@ -255,10 +255,10 @@ def test_model_and_dataset_flags_are_checked(mnist_path, tmp_path):
 
 
 def test_a_run_saved_before_model_and_dataset_existed_resumes(mnist_path, tmp_path):
-    settings = train.resolve_settings(
+    settings = training.resolve_settings(
         train.build_parser().parse_args(tiny_args(mnist_path, tmp_path))
     )
-    for key in train.SAVED_BEFORE:  # settings that config.json lacked then
+    for key in training.SAVED_BEFORE:  # settings that config.json lacked then
         del settings[key]
     run_dir = tmp_path / "old-run"
     run_dir.mkdir()
@@ -293,7 +293,7 @@ def test_both_models_train_on_overlapping_digits(
     exact = metrics["test_accuracy"]
     at_least_one = metrics["test_accuracy_at_least_one"]
     assert 0 <= exact <= at_least_one <= 1
-    history = train.read_history(os.path.join(run_dir, "history.csv"))
+    history = training.read_history(os.path.join(run_dir, "history.csv"))
     assert {"exact_match", "at_least_1", "val_exact_match"} <= set(history)
     files = set(os.listdir(run_dir))
     assert {"model.keras", "training_curves.png", "report.md"} <= files
@@ -323,10 +323,10 @@ def test_both_models_train_on_overlapping_digits(
 
 def test_multi_mnist_presets(mnist_path):
     def settings(*flags):
-        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
 
     quick = settings("--dataset", "multi_mnist")
-    preset = train.DATASET_PRESETS["multi_mnist"]["quick"]
+    preset = training.DATASET_PRESETS["multi_mnist"]["quick"]
     assert {k: quick[k] for k in preset} == preset
     assert quick["max_train_samples"] == 5000  # digits, as for MNIST
     paper = settings("--dataset", "multi_mnist", "--preset", "paper")
@@ -357,7 +357,7 @@ def test_task_flags_are_checked(mnist_path, tmp_path, flags, match):
 
 def test_routing_flag_swaps_the_routing_of_capsnet(mnist_path, tmp_path):
     def settings(*flags):
-        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
 
     assert settings()["routing"] == "dynamic" and settings()["routing_iterations"] == 3
     attention = settings("--routing", "self_attention")
@@ -384,7 +384,7 @@ def test_routing_flag_swaps_the_routing_of_capsnet(mnist_path, tmp_path):
 
 def test_efficient_capsnet_trains_through_the_same_command(mnist_path, tmp_path):
     def settings(*flags):
-        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
 
     paper = settings("--model", "efficient", "--preset", "paper")
     assert (paper["batch_size"], paper["learning_rate"], paper["lr_decay"]) == (
@@ -410,7 +410,7 @@ def test_efficient_capsnet_trains_through_the_same_command(mnist_path, tmp_path)
 
 def test_matrix_capsules_train_through_the_same_command(mnist_path, tmp_path):
     def settings(*flags):
-        return train.resolve_settings(train.build_parser().parse_args(list(flags)))
+        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
 
     quick = settings("--model", "em")
     assert quick["routing_iterations"] == MatrixCapsNet.ROUTING_ITERATIONS
@@ -440,11 +440,11 @@ def test_matrix_capsules_train_through_the_same_command(mnist_path, tmp_path):
 
 def test_default_jit_compile_is_chosen_per_backend_and_model():
     backend = keras.backend.backend()
-    assert train.default_jit_compile() == train.JIT_COMPILE_DEFAULTS[backend]
-    assert train.default_jit_compile("jax") is True
-    assert train.default_jit_compile("tensorflow") is False
+    assert training.default_jit_compile() == training.JIT_COMPILE_DEFAULTS[backend]
+    assert training.default_jit_compile("jax") is True
+    assert training.default_jit_compile("tensorflow") is False
     # Matrix capsules: XLA on tensorflow too (their step is the routing loop).
-    assert train.default_jit_compile("tensorflow", model="em") is True
-    assert train.default_jit_compile("torch", model="em") is False
+    assert training.default_jit_compile("tensorflow", model="em") is True
+    assert training.default_jit_compile("torch", model="em") is False
     with pytest.raises(ValueError, match="'lenet'"):
-        train.default_jit_compile(model="lenet")
+        training.default_jit_compile(model="lenet")

@@ -30,7 +30,7 @@ Targets (`y`) come in one of two forms (`TARGETS`):
 import numpy as np
 
 from capsules_keras._checks import check_non_negative_int, check_positive_int
-from capsules_keras.data import EpochBatches
+from capsules_keras.data.batches import EpochBatches
 
 #: The paper's canvas (28 + 2 x 4 pixels) and largest shift.
 CANVAS_SIZE = 36

@@ -1,0 +1,238 @@
+"""A training run: from its settings to the trained, scored model and its artifacts.
+
+`train_run` loads the data (`load_data`), builds the network of `--model`
+(`MODELS`), fits it on the dataset's batches (`training_data`), scores it on
+the dataset's test set (`test_scores`, `Dataset.score`) and writes
+`model.keras`, `metrics.json`, the figures and `report.md` into the run
+folder. Progress goes to a `log` callable; nothing is printed here.
+"""
+
+import json
+import os
+import time
+
+import keras
+
+from capsules_keras.data import ArrayBatches, balanced_subset, feed, get_dataset
+from capsules_keras.training.devices import describe_devices
+from capsules_keras.training.presets import SETTINGS
+from capsules_keras.training.registry import MODEL_OPTIONS, MODELS, default_jit_compile
+from capsules_keras.training.report import report, report_figures
+from capsules_keras.training.runs import EpochLog, read_history
+
+
+def train_run(settings, run_dir, setup, log):
+    """Trains, evaluates and writes every artifact into `run_dir`.
+
+    Args:
+        settings: The resolved settings (see `resolve_settings`).
+        run_dir: Folder for the artifacts.
+        setup: From `parallel_setup(settings)`.
+        log: Where progress lines go, e.g. `print`.
+
+    Returns:
+        The metrics dict written to `metrics.json`.
+    """
+    keras.config.set_dtype_policy(settings["dtype_policy"])
+    keras.utils.set_random_seed(settings["seed"])
+    dataset = get_dataset(settings["dataset"])
+    x_train, y_train, x_test, y_test, origin, available = load_data(settings)
+    training_set = describe_training_set(len(x_train), available, settings["seed"])
+    batch_size = settings["batch_size"]
+    log(f"Backend:   {keras.backend.backend()} (Keras {keras.__version__})")
+    log(f"Devices:   {describe_devices()}")
+    log(f"Parallel:  {setup.description}")
+    log(
+        f"Batch:     {batch_size} global = {batch_size // setup.num_replicas} per "
+        f"replica x {setup.num_replicas}; learning rate {settings['learning_rate']} "
+        "(not rescaled: one step equals a single-device step on the global batch)"
+    )
+    log(f"Precision: {settings['dtype_policy']}")
+    log(f"Data:      {dataset.title} from {origin}")
+    log(
+        f"Sizes:     {training_set} {dataset.training_noun}, "
+        f"{len(x_test):,} {dataset.test_noun}"
+    )
+    shown = dict.fromkeys(("model", "preset", *SETTINGS, *MODEL_OPTIONS))  # once each
+    log(
+        "Settings:  "
+        + ", ".join(f"{k}={settings[k]}" for k in shown if settings[k] is not None)
+    )
+    log(f"Run:       {run_dir}")
+    with setup.scope():
+        metrics = _fit_and_report(
+            settings,
+            run_dir,
+            (x_train, y_train, x_test, y_test),
+            {"origin": origin, "available": available, "training_set": training_set},
+            log,
+        )
+    return metrics
+
+
+def _fit_and_report(settings, run_dir, arrays, source, log):
+    x_train, y_train, x_test, y_test = arrays
+    dataset = get_dataset(settings["dataset"])
+    choice = MODELS[settings["model"]]
+    batch_size = settings["batch_size"]
+    train_data, fit_kwargs = training_data(
+        dataset,
+        x_train,
+        y_train,
+        batch_size,
+        seed=settings["seed"],
+        augment=settings["augment"],
+        targets=choice.targets,
+        pairs_per_epoch=settings["pairs_per_epoch"],
+    )
+    images_per_epoch = settings["pairs_per_epoch"] or len(x_train)
+    steps_per_epoch = -(-images_per_epoch // batch_size)
+    model = choice.build(x_test.shape[1:], dataset, settings)
+    schedule = keras.optimizers.schedules.ExponentialDecay(
+        settings["learning_rate"],
+        decay_steps=steps_per_epoch,
+        decay_rate=settings["lr_decay"],
+        staircase=True,
+    )
+    auto = default_jit_compile(model=settings["model"])
+    jit = {"auto": auto, "on": True, "off": False}[settings["jit_compile"]]
+    model.compile(
+        optimizer=keras.optimizers.Adam(schedule),
+        jit_compile=jit,
+        **choice.compile_kwargs(dataset),
+    )
+    log(f"Model:     {choice.title}, {model.count_params():,} parameters")
+
+    history_path = os.path.join(run_dir, "history.csv")
+    callbacks = [
+        # The log goes first: see EpochLog.on_epoch_end.
+        EpochLog(history_path),
+        keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup")),
+        *(make() for make in choice.callbacks),
+    ]
+    validation_data = None
+    if settings["validate"]:
+        validation_targets = dataset.targets(y_test, choice.targets)
+        validation_data = feed(ArrayBatches(x_test, validation_targets, batch_size))
+    model.fit(
+        train_data,
+        epochs=settings["epochs"],
+        validation_data=validation_data,
+        callbacks=callbacks,
+        verbose=settings.get("verbose", 1),
+        **fit_kwargs,
+    )
+    history = read_history(history_path)
+    train_seconds = float(sum(history["epoch_seconds"]))
+
+    evaluation_start = time.perf_counter()
+    scores = test_scores(model, x_test, batch_size)
+    results = dataset.score(scores, y_test)
+    evaluation_seconds = time.perf_counter() - evaluation_start
+    model.save(os.path.join(run_dir, "model.keras"))
+
+    metrics = {
+        **results,
+        "backend": keras.backend.backend(),
+        "devices": describe_devices(),
+        "keras_version": keras.__version__,
+        "preset": settings["preset"],
+        "epochs": len(history["loss"]),
+        "batch_size": batch_size,
+        "augment": settings["augment"],
+        "distribute": settings["distribute"],
+        "dtype_policy": settings["dtype_policy"],
+        "jit_compile": jit,
+        "train_seconds": train_seconds,
+        "images_per_second": images_per_epoch * len(history["loss"]) / train_seconds,
+        "evaluation_seconds": evaluation_seconds,
+        "model": settings["model"],
+        "dataset": settings["dataset"],
+        "data_source": source["origin"],
+        "n_train": len(x_train),
+        "n_train_available": source["available"],
+        "training_set": source["training_set"],
+        "pairs_per_epoch": settings["pairs_per_epoch"],
+        "n_test": len(x_test),
+        "routing": settings["routing"],
+        "routing_iterations": settings["routing_iterations"],
+        "reconstruction_weight": settings["reconstruction_weight"],
+        "conv_filters": settings["conv_filters"],
+        "primary_capsules": settings["primary_capsules"],
+        "parameters": model.count_params(),
+        "final_train_loss": history["loss"][-1],
+        "seed": settings["seed"],
+    }
+    with open(os.path.join(run_dir, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+
+    figures = report_figures(model, history, x_test, y_test, scores, dataset)
+    for name, fig in figures.items():
+        fig.savefig(os.path.join(run_dir, name), dpi=100)
+    with open(os.path.join(run_dir, "report.md"), "w") as f:
+        f.write(report(metrics, figures))
+    return metrics
+
+
+def load_data(settings):
+    """The training and test arrays the settings ask for.
+
+    Returns:
+        `(x_train, y_train, x_test, y_test, origin, available)`: `available`
+        is the size of the source's training set before any subset. The
+        test arrays are the dataset's test set (`Dataset.test_set`): for
+        MultiMNIST, its fixed test pairs, and the training arrays the
+        single digits the pairs are drawn from.
+    """
+    dataset = get_dataset(settings["dataset"])
+    (x_train, y_train), (x_test, y_test), origin = dataset.load_from(settings["data"])
+    available = len(x_train)
+    limit = settings["max_train_samples"]
+    if limit and limit < available:
+        keep = balanced_subset(y_train, limit, seed=settings["seed"])
+        x_train, y_train = x_train[keep], y_train[keep]
+    x_test, y_test = dataset.test_set(x_test, y_test, settings["max_test_samples"])
+    return x_train, y_train, x_test, y_test, origin, available
+
+
+def describe_training_set(n_train, available, seed):
+    """E.g. "5,000 of 60,000 (class-balanced subset, seed 0)"."""
+    if n_train == available:
+        return f"{n_train:,} (all)"
+    return f"{n_train:,} of {available:,} (class-balanced subset, seed {seed})"
+
+
+def training_data(
+    dataset, x, y, batch_size, seed=0, augment=False, targets=None, pairs_per_epoch=None
+):
+    """What `fit` trains on: `(data, fit_kwargs)`.
+
+    The dataset's batches (`Dataset.training_batches`, with these arguments)
+    as `feed` serves them; where the dataset has no batches of its own,
+    `x` and `y` in Keras' shuffled batches.
+    """
+    batches = dataset.training_batches(
+        x,
+        y,
+        batch_size,
+        seed=seed,
+        augment=augment,
+        targets=targets,
+        pairs_per_epoch=pairs_per_epoch,
+    )
+    if batches is None:
+        if keras.backend.backend() != "tensorflow":
+            # Keras reads arrays without a tuning thread on these backends
+            # (see `feed`), so they keep Keras' own shuffles and with them
+            # the results measured before.
+            return x, {"y": y, "batch_size": batch_size, "shuffle": True}
+        batches = ArrayBatches(x, y, batch_size, shuffle=True, seed=seed)
+    data = feed(batches)
+    # A tf.data pipeline serves the batches in their own seeded order, which
+    # `fit` cannot reshuffle (it would warn that it ignores `shuffle=True`).
+    return data, {} if data is batches else {"shuffle": False}
+
+
+def test_scores(model, x_test, batch_size):
+    """The model's class scores `(n, classes)` for the test images, via `feed`."""
+    return model.predict(feed(ArrayBatches(x_test, batch_size=batch_size)), verbose=0)

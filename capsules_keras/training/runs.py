@@ -1,0 +1,146 @@
+"""Run folders: a new one per run with its `config.json`, its epoch log, resuming.
+
+A run folder `<time>-<dataset>-<model>-<preset>-<backend>` holds
+`config.json` (the settings), `history.csv` (`EpochLog`), `backup/` (Keras'
+`BackupAndRestore`, for `--resume`), and at the end `metrics.json`,
+`model.keras`, the figures and `report.md`.
+"""
+
+import csv
+import json
+import os
+import time
+
+import keras
+
+from capsules_keras.training.registry import MODEL_OPTIONS, MODELS
+
+#: What a run folder saved before these settings existed trained with.
+SAVED_BEFORE = {
+    "model": "capsnet",
+    "dataset": "mnist",
+    "pairs_per_epoch": None,
+    "conv_filters": 256,
+    "primary_capsules": 32,
+    "reconstruction_weight": 0.0005,
+    "routing": "dynamic",
+}
+
+
+def start_run(output_dir, settings):
+    """A new run folder under `output_dir` (`new_run_dir`) with its `config.json`."""
+    run_dir = new_run_dir(output_dir, run_name(settings))
+    with open(os.path.join(run_dir, "config.json"), "w") as f:
+        json.dump(settings, f, indent=2)
+    return run_dir
+
+
+def new_run_dir(output_dir, name):
+    """A fresh folder `output_dir/<time>-<name>-<backend>[-k]`; never reused."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(output_dir, f"{stamp}-{name}-{keras.backend.backend()}")
+    for k in range(1, 1000):
+        path = base if k == 1 else f"{base}-{k}"
+        try:
+            os.makedirs(path)
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"Could not create a new run folder next to {base}")
+
+
+def run_name(settings):
+    """The part of a run folder's name that says what was trained."""
+    return f"{settings['dataset']}-{settings['model']}-{settings['preset']}"
+
+
+def resumed_settings(run_dir):
+    """The settings of the unfinished run in `run_dir`, to continue it.
+
+    A `config.json` written before a setting existed gets the value those
+    runs trained with (`SAVED_BEFORE`).
+
+    Raises:
+        ValueError: `run_dir` holds no run, or a finished one.
+    """
+    config_path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(config_path):
+        raise ValueError(f"no run to resume in {run_dir!r}")
+    if os.path.exists(os.path.join(run_dir, "metrics.json")):
+        raise ValueError(f"the run in {run_dir!r} already finished")
+    with open(config_path) as f:
+        settings = {**SAVED_BEFORE, **json.load(f)}
+    for key in MODEL_OPTIONS:  # SAVED_BEFORE holds CapsNet's
+        if key not in MODELS[settings["model"]].options:
+            settings[key] = None
+    return settings
+
+
+def saved_run(path, dataset=None):
+    """The saved model of a run folder (or a `.keras` file) and its dataset.
+
+    Args:
+        path: A run folder or a `.keras` file.
+        dataset: A dataset name; None: the run folder's (from its
+            `config.json`), else `"mnist"`.
+
+    Returns:
+        `(model_path, dataset)`.
+
+    Raises:
+        FileNotFoundError: there is no saved model at `path`.
+    """
+    name = dataset or "mnist"
+    if os.path.isdir(path):
+        config_path = os.path.join(path, "config.json")
+        if dataset is None and os.path.isfile(config_path):
+            with open(config_path) as f:
+                name = json.load(f).get("dataset", "mnist")
+        path = os.path.join(path, "model.keras")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No saved model at {path!r}")
+    return path, name
+
+
+class EpochLog(keras.callbacks.Callback):
+    """Appends each epoch's logs and training time to a CSV file.
+
+    `epoch_seconds` counts training only, not the validation pass. A resumed
+    run appends to the same file, so it always holds every finished epoch.
+    """
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_test_begin(self, logs=None):
+        self._test_start = time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        # Validation runs inside the epoch; keep it out of the training time.
+        self._start += time.perf_counter() - self._test_start
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._start
+        row = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()}}
+        row["epoch_seconds"] = seconds
+        rows = []
+        if os.path.exists(self.path):
+            with open(self.path, newline="") as f:
+                # A run killed after this log but before its backup repeats
+                # the epoch when resumed: keep only the newest row of it.
+                rows = [r for r in csv.DictReader(f) if int(r["epoch"]) <= epoch]
+        with open(self.path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(row))
+            writer.writeheader()
+            writer.writerows([*rows, row])
+
+
+def read_history(path):
+    """The columns of an `EpochLog` file as lists of floats, by name."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {key: [float(row[key]) for row in rows] for key in rows[0]} if rows else {}
