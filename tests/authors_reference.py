@@ -96,3 +96,107 @@ def mazzia_fc_caps(inputs, w, b):
     eps = EFFICIENT_CAPSNET_EPSILON
     v = (1 - 1 / (np.exp(n) + eps)) * (s / (n + eps))
     return v, c
+
+
+def sabour_capsule(inputs, w, biases, num_routing):
+    """Sabour et al. (2017): the fully connected capsule layer of their code.
+
+    Sarasra/models, commit 2bdd12830a8fa1225a5765fbf77998afa9c3f5c4,
+    `research/capsules/models/layers/layers.py`: `capsule` (the votes) and
+    `_update_routing` with `leaky=False` and `num_routing=3`, the defaults
+    of `research/capsules/experiment.py`; `_squash` of the same file (no
+    epsilon).
+
+    Args:
+        inputs: `(batch, input_dim, input_atoms)` child capsules.
+        w: `(input_dim, input_atoms, output_dim * output_atoms)` (theirs;
+            ours: `(input_dim, output_dim, input_atoms, output_atoms)`).
+        biases: `(output_dim, output_atoms)`, added to every `s_j`.
+        num_routing: Routing iterations.
+
+    Returns:
+        The parent capsules of the last iteration, `(batch, output_dim,
+        output_atoms)`.
+    """
+    inputs = np.asarray(inputs, np.float64)
+    w = np.asarray(w, np.float64)
+    output_dim, output_atoms = biases.shape
+    votes = np.einsum("bin,ino->bio", inputs, w)
+    votes = votes.reshape(len(inputs), w.shape[0], output_dim, output_atoms)
+    logits = np.zeros(votes.shape[:3])
+    for _ in range(num_routing):
+        route = _softmax(logits, axis=2)  # over the parents
+        s = np.einsum("bij,bijm->bjm", route, votes) + biases
+        norm = np.linalg.norm(s, axis=2, keepdims=True)
+        activation = s / norm * (norm**2 / (1 + norm**2))
+        logits = logits + np.einsum("bijm,bjm->bij", votes, activation)
+    return activation
+
+
+#: `epsilon` and `final_lambda` of IBM's `config.py` (commit 2da9cdf).
+GRITZMAN_EPSILON = 1e-9
+GRITZMAN_FINAL_LAMBDA = 0.01
+
+
+def gritzman_lambdas(iterations, final_lambda=GRITZMAN_FINAL_LAMBDA):
+    """Their inverse temperature per iteration: `final_lambda (1 - 0.95^(t+1))`."""
+    return [final_lambda * (1 - 0.95 ** (t + 1)) for t in range(iterations)]
+
+
+def gritzman_em_routing(
+    votes, activations, beta_v, beta_a, lambdas, standardise_cost=False
+):
+    """EM routing as IBM's re-implementation computes it (Gritzman 2019).
+
+    IBM/matrix-capsules-with-em-routing, commit
+    2da9cdf9e1787f0b0984f7673f644d47b08f220c, `em_routing.py`: `em_routing`,
+    `m_step` and `e_step` for a fully connected layer (every child routes to
+    every parent, so `init_rr` is uniform and the softmax runs over all
+    parents), epsilons from `config.py`.
+
+    Args:
+        votes: `(batch, i, j, 16)`.
+        activations: `(batch, i)` of the children.
+        beta_v, beta_a: `(j,)`, one per parent type (their `beta_v` is the
+            paper's and our `beta_u`).
+        lambdas: The inverse temperature of each iteration (theirs:
+            `gritzman_lambdas`).
+        standardise_cost: Standardise `cost_j` over the parents, as the lines
+            commented out after `cost_j` in `m_step` do (ours does).
+
+    Returns:
+        `(mean_j (batch, j, 16), activations_j (batch, j))` of the last
+        M-step.
+    """
+    votes = np.asarray(votes, np.float64)
+    a_in = np.asarray(activations, np.float64)[:, :, None, None]
+    beta_v = np.asarray(beta_v, np.float64)[:, None]  # (j, 1)
+    beta_a = np.asarray(beta_a, np.float64)[:, None]
+    eps = GRITZMAN_EPSILON
+    children, parents = votes.shape[1:3]
+    rr = np.full((*votes.shape[:3], 1), 1.0 / (parents + 1e-9))  # (b, i, j, 1)
+    for it, inverse_temperature in enumerate(lambdas):
+        # m_step
+        rr_prime = rr * a_in
+        rr_prime_sum = rr_prime.sum(axis=1, keepdims=True)  # (b, 1, j, 1)
+        mean_j = (rr_prime * votes).sum(axis=1, keepdims=True) / (rr_prime_sum + eps)
+        var_j = (rr_prime * (votes - mean_j) ** 2).sum(axis=1, keepdims=True)
+        var_j = var_j / (rr_prime_sum + eps) + 1e-9
+        layer_norm_factor = 100 / (children / parents)
+        cost_j_h = (beta_v + 0.5 * np.log(var_j)) * rr_prime_sum * layer_norm_factor
+        cost_j = cost_j_h.sum(axis=-1, keepdims=True)  # (b, 1, j, 1)
+        if standardise_cost:
+            mean = cost_j.mean(axis=2, keepdims=True)
+            stdv = np.sqrt(((cost_j - mean) ** 2).mean(axis=2, keepdims=True))
+            activations_j_cost = beta_a + (mean - cost_j) / stdv
+        else:
+            activations_j_cost = beta_a - cost_j
+        activations_j = 1 / (1 + np.exp(-inverse_temperature * activations_j_cost))
+        if it == len(lambdas) - 1:
+            break
+        # e_step
+        o_p = -((votes - mean_j) ** 2 / (2 * var_j)).sum(axis=-1, keepdims=True)
+        o_p = o_p - 0.5 * np.log(2 * np.pi * var_j).sum(axis=-1, keepdims=True)
+        zz = np.log(activations_j + eps) + o_p  # (b, i, j, 1)
+        rr = _softmax(zz, axis=2)  # over the parents
+    return mean_j[:, 0], activations_j[:, 0, :, 0]

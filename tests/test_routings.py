@@ -17,10 +17,10 @@ from layer_checks import check_layer
 
 from capsules_keras import DigitCaps
 from capsules_keras.models import CapsNet
-from capsules_keras.ops import (
+from capsules_keras.ops import layer_norm
+from capsules_keras.routing import (
     ROUTINGS,
     inverted_dot_product_routing,
-    layer_norm,
     self_attention_routing,
 )
 
@@ -125,7 +125,7 @@ def test_iterations_default_per_algorithm_and_are_checked():
         DigitCaps(4, 5, routing="self_attention", routing_iterations=3)
     with pytest.raises(ValueError, match="routing"):
         DigitCaps(4, 5, routing="em")
-    with pytest.raises(ValueError, match="dynamic routing only"):
+    with pytest.raises(ValueError, match="applies to routing='dynamic' only"):
         DigitCaps(4, 5, routing="inverted_dot_product", stop_gradient_votes=True)
     with pytest.raises(ValueError, match="routing_iterations"):
         DigitCaps(4, 5, routing_iterations=0)
@@ -166,6 +166,22 @@ def test_inverted_dot_product_layer_matches_the_authors_code():
     assert np.abs(numpy(c_unscaled) - c_theirs).max() > 0.05
 
 
+def test_dynamic_routing_layer_matches_the_authors_code():
+    u = random(3, 12, 8, seed=27)
+    kernel = random(12, 5, 8, 16, scale=0.3, seed=28)
+    layer = _layer_with("dynamic", kernel)
+    theirs = kernel.transpose(0, 2, 1, 3).reshape(12, 8, 5 * 16)  # their weights
+    no_bias = np.zeros((5, 16))
+    for iterations in (1, 2, 3):
+        v, _ = layer.route(layer.votes(u), iterations)
+        v_theirs = authors.sabour_capsule(u, theirs, no_bias, iterations)
+        np.testing.assert_allclose(numpy(v), v_theirs, **TOLERANCE)
+    # Their layer adds a learned bias to every s_j; ours has none (the paper's
+    # Procedure 1), a departure listed in `dynamic_routing`'s docstring.
+    biased = authors.sabour_capsule(u, theirs, np.full((5, 16), 0.1), 3)
+    assert np.abs(numpy(layer(u)[0]) - biased).max() > 0.05
+
+
 def test_self_attention_layer_matches_the_authors_code():
     u = random(3, 12, 8, seed=24)
     kernel = random(12, 5, 8, 16, scale=0.3, seed=25)
@@ -192,7 +208,7 @@ def test_inverted_routing_saved_without_the_scale_keeps_routing_unscaled():
     dynamic = DigitCaps(5, 16).get_config()
     del dynamic["scale_agreement"]
     assert DigitCaps.from_config(dynamic).scale_agreement is True  # no meaning there
-    with pytest.raises(ValueError, match="inverted dot-product routing only"):
+    with pytest.raises(ValueError, match="routing='inverted_dot_product' only"):
         DigitCaps(5, 16, routing="dynamic", scale_agreement=False)
 
 
@@ -209,7 +225,7 @@ def test_capsnet_trains_analyzes_saves_and_loads(tmp_path):
     y = np.arange(16) % 10
     for routing in ("self_attention", "inverted_dot_product"):
         model = CapsNet(routing=routing, **SMALL)
-        assert model.routing_iterations == ROUTINGS[routing]
+        assert model.routing_iterations == (ROUTINGS[routing].iterations or 1)
         model.compile(optimizer=keras.optimizers.Adam(1e-3))
         model.fit(x, y, batch_size=8, epochs=1, verbose=0)
         inside = model.analyze(x[:4])
