@@ -249,7 +249,7 @@ the loss for the backward pass is `sum(v ** 2)`.
 
 Ours: `CapsNet` trained with `Model.fit`, the trainer's compile defaults
 (`--jit-compile auto`) and its input pipeline without augmentation
-(`capsules_keras.train.training_data`: arrays on jax and torch, batches
+(`capsules_keras.training.training_data`: arrays on jax and torch, batches
 through `capsules_keras.data.feed` on tensorflow). labml: its
 `MNISTCapsuleNetworkModel` rebuilt from its published modules
 (`benchmarks/reference.py`) with its own training step.
