@@ -35,7 +35,7 @@ NBVAL := $(if $(NOTEBOOKS),--nbval notebooks --nbval-current-env \
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export PYTHONWARNINGS ?= ignore::DeprecationWarning
 
-.PHONY: install test lint format demo lab bench clean-venv
+.PHONY: install test lint format demo lab lab-check docs docs-serve docs-check bench clean-venv
 
 install: $(VENV)/.installed
 
@@ -116,11 +116,56 @@ demo: install
 
 # Jupyter Lab on notebooks/, with the project's .venv as the kernel. jupyterlab
 # is installed here if missing, not by `install`, to keep `make test` lean.
-# Pick the backend as for `make demo`: `KERAS_BACKEND=torch make lab`.
-lab: install
+# Pick the backend as for `make demo`: `KERAS_BACKEND=torch make lab`. Root
+# (the usual user in containers and cloud notebooks) gets `--allow-root`,
+# without which Jupyter refuses to start.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
+lab: $(VENV)/.lab-installed
+	$(BIN)/jupyter lab $(LAB_ARGS) notebooks
+
+# `make lab` as its user meets it, headless: the server on a free port lists
+# the notebooks and runs `import capsules_keras` in a notebook's kernel.
+lab-check: $(VENV)/.lab-installed
+	$(BIN)/python tools/check_lab.py --jupyter $(BIN)/jupyter -- $(LAB_ARGS)
+
+$(VENV)/.lab-installed: $(VENV)/.installed
 	@$(BIN)/python -c "import jupyterlab" 2>/dev/null || \
 		$(BIN)/pip install --quiet jupyterlab
-	$(BIN)/jupyter lab notebooks
+	touch $@
+
+# The documentation site, built offline into site/ in strict mode (a broken
+# link or a missing reference fails): guides and results from docs/, the
+# notebooks rendered from their stored outputs (never executed here), the API
+# reference from the docstrings. MathJax (for the notebooks' equations) is
+# fetched once with npm into .docs-cache/ and copied into the site.
+MATHJAX_VERSION ?= 2.7.9
+DOCS_CACHE := .docs-cache
+
+docs: $(VENV)/.docs-installed $(DOCS_CACHE)/mathjax/MathJax.js
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
+
+docs-serve: docs
+	$(BIN)/mkdocs serve
+
+# The site as a reader sees it: headless Chromium (Debian's `chromium`) opens
+# the home page, a notebook page and an API page, saves screenshots to
+# site-check/ and fails on a JavaScript error, an image that did not load,
+# a page without its title or math that did not typeset.
+CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser)
+docs-check: docs
+	@test -n "$(CHROMIUM)" || { echo "docs-check needs Chromium: apt-get install chromium"; exit 1; }
+	$(BIN)/python tools/check_site.py site --browser "$(CHROMIUM)" --screenshots site-check
+
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[docs]"
+	touch $@
+
+$(DOCS_CACHE)/mathjax/MathJax.js:
+	rm -rf $(DOCS_CACHE)/mathjax $(DOCS_CACHE)/package && mkdir -p $(DOCS_CACHE)
+	cd $(DOCS_CACHE) && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null \
+		&& tar xzf mathjax-$(MATHJAX_VERSION).tgz && mv package mathjax \
+		&& rm mathjax-$(MATHJAX_VERSION).tgz
 
 bench: install
 	TEST_MNIST="$(TEST_MNIST)" $(BIN)/python benchmarks/run_all.py \

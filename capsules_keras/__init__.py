@@ -37,7 +37,7 @@ from capsules_keras.routing import (
     self_attention_routing,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CapsNet",

@@ -134,7 +134,8 @@ def overlay_pairs(images, labels, rows, partners, shifts, canvas_size=CANVAS_SIZ
     Args:
         images: `(n, height, width, channels)` digits in [0, 1].
         labels: `(n,)` their classes.
-        rows, partners: `(m,)` indices of the two digits of each pair.
+        rows: `(m,)` indices of the first digit of each pair.
+        partners: `(m,)` indices of the second digit of each pair.
         shifts: `(m, 2, 2)` integer shifts (digit, rows/columns).
         canvas_size: Side of the square canvas.
 

@@ -248,12 +248,11 @@ class ConvMatrixCaps(_EMRoutingLayer):
         capsule_types: Output capsule types per cell (the paper's C, D = 32).
         kernel_size: `K`, an int (the paper's 3).
         strides: `s`, an int (the paper's 2, then 1).
-        routing_iterations: EM iterations (3).
-        inverse_temperature: `lambda` of the last EM iteration (see
-            `em_routing`).
-        epsilon: See `em_routing`.
-        kernel_initializer: Initializer of `kernel`: N(0, 0.5^2) by default.
-        kernel_regularizer: Optional regularizer of `kernel`.
+        **kwargs: The routing's settings, `routing_iterations` (EM
+            iterations, 3), `inverse_temperature` (`lambda` of the last EM
+            iteration, see `em_routing`) and `epsilon` (see `em_routing`);
+            `kernel_initializer` (N(0, 0.5^2) by default) and
+            `kernel_regularizer` of `kernel`; and `keras.layers.Layer`'s.
 
     Input shape:
         `(batch_size, height, width, in_types, 17)`.
@@ -381,8 +380,8 @@ class ClassMatrixCaps(_EMRoutingLayer):
     Args:
         num_classes: Output capsules, one per class.
         coordinate_addition: Add the cell coordinates to the votes (True).
-        routing_iterations, inverse_temperature, epsilon, kernel_initializer,
-            kernel_regularizer: As in `ConvMatrixCaps`.
+        **kwargs: As in `ConvMatrixCaps` (the routing's settings, the
+            kernel's initializer and regularizer, `keras.layers.Layer`'s).
 
     Input shape:
         `(batch_size, height, width, in_types, 17)`.

@@ -108,8 +108,10 @@ def em_routing(
     Args:
         votes: `V`, `(batch_size, in_capsules, out_capsules, 16)`.
         activations: `a_i` of the children, `(batch_size, in_capsules)`.
-        beta_u, beta_a: Learned cost offsets, scalars or one per parent
+        beta_u: Learned offset of the cost, a scalar or one per parent
             `(out_capsules,)`.
+        beta_a: Learned offset of the activation logit, a scalar or one per
+            parent `(out_capsules,)`.
         iterations: EM iterations `>= 1`; the paper uses 3.
         inverse_temperature: `lambda` of the last M-step (positive).
         epsilon: Positive constant added to variances and assignment sums.

@@ -65,7 +65,8 @@ def inverted_dot_product_routing(
     Args:
         u_hat: Votes `(batch_size, in_capsules, out_capsules, out_dim)`.
         iterations: Passes `>= 1`; 1 is uniform couplings.
-        scale, offset: Optional LayerNorm gain and bias `(out_dim,)`.
+        scale: Optional LayerNorm gain `(out_dim,)`.
+        offset: Optional LayerNorm bias `(out_dim,)`.
         return_coupling: Also return `c` of the last pass (float32).
         squash_fn: The non-linearity of the output.
         scale_agreement: Divide the agreements by `sqrt(out_dim)` (the

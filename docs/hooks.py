@@ -1,0 +1,69 @@
+"""MkDocs hooks: the changelog, links into the repository, and MathJax.
+
+The notebooks stay in `notebooks/` (nbval executes them there); the site
+reads them through the link `docs/tutorial` and mkdocs-jupyter renders them
+from their stored outputs. `CHANGELOG.md` becomes `changelog.md`. Links to
+repository files outside docs/ point to the repository. MathJax 2 (the
+version nbconvert's notebook template configures), fetched once by
+`make docs` into `.docs-cache/`, is copied into the site, so the pages
+typeset their equations without a network.
+"""
+
+import re
+import shutil
+from pathlib import Path
+
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parent.parent
+MATHJAX = ROOT / ".docs-cache" / "mathjax"
+#: What the notebook pages load of MathJax: its core, the combined TeX/CHTML
+#: configuration, and what that configuration loads at run time.
+MATHJAX_PARTS = ("MathJax.js", "config", "extensions", "jax", "fonts/HTML-CSS/TeX/woff")
+
+
+#: A Markdown link's target: `](target)` or `](target#anchor)`.
+LINK = re.compile(r"\]\(([^)\s#]+)(#[^)\s]*)?\)")
+
+
+def on_files(files, config):
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    files.append(File.generated(config, "changelog.md", content=changelog))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    """Links to files of the repository outside docs/ point to the repository.
+
+    A link whose target is neither a page nor a file of the repository is
+    left as it is, so that the strict build fails on it.
+    """
+    page_dir = (Path(config["docs_dir"]) / page.file.src_uri).parent
+
+    def repository_link(match):
+        target = (page_dir / match.group(1)).resolve()
+        inside_docs = target.is_relative_to(Path(config["docs_dir"]).resolve())
+        if inside_docs or not target.exists() or not target.is_relative_to(ROOT):
+            return match.group(0)
+        relative = target.relative_to(ROOT).as_posix()
+        kind = "tree" if target.is_dir() else "blob"
+        repository = config["extra"]["repository"]
+        url = f"{repository}/{kind}/main/{relative}{match.group(2) or ''}"
+        return f"]({url})"
+
+    return LINK.sub(repository_link, markdown)
+
+
+def on_post_build(config):
+    if not (MATHJAX / "MathJax.js").exists():
+        raise FileNotFoundError(
+            f"MathJax is missing from {MATHJAX}: run `make docs`, which fetches it"
+        )
+    target = Path(config["site_dir"]) / "assets" / "mathjax"
+    for part in MATHJAX_PARTS:
+        source = MATHJAX / part
+        if source.is_dir():
+            shutil.copytree(source, target / part, dirs_exist_ok=True)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / part)
