@@ -190,6 +190,18 @@ def conv2d_patches(x, kernel, strides=1, padding="valid"):
     return ops.matmul(patches, flat_kernel)  # (b, out_h, out_w, filters)
 
 
+def jax_on_cpu():
+    """Whether Keras runs on jax with CPU devices only.
+
+    Where the layers take another path for a measured reason: XLA on CPU
+    differentiates some convolutions very slowly (`PrimaryCaps.build`,
+    `EfficientCapsNet`'s primary capsules).
+    """
+    return keras.backend.backend() == "jax" and all(
+        device.startswith("cpu") for device in keras.distribution.list_devices()
+    )
+
+
 def labels_to_one_hot(labels, num_classes, dtype="float32"):
     """Turns integer labels or one-hot rows into one-hot rows.
 

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import numpy_reference as ref
 import pytest
-from conftest import gradient
+from conftest import gradient, random
 from keras import ops
 
 from capsules_keras import DigitCaps, EfficientCapsNet, Squash, exponential_squash
@@ -96,3 +96,32 @@ def test_trains_predicts_and_saves(digits, tmp_path):
 def test_too_small_images_are_refused():
     with pytest.raises(ValueError, match="too small"):
         EfficientCapsNet(image_shape=(10, 10, 1))
+
+
+@pytest.mark.parametrize("contraction", [False, True])
+def test_the_primary_capsules_as_a_contraction_are_the_depthwise_convolution(
+    contraction,
+):
+    # jax on CPU computes them as one contraction (EfficientCapsNet.__init__);
+    # both paths, forced, on every backend, against keras' own convolution.
+    model = EfficientCapsNet()
+    depthwise, reshape, squash = model.primary_caps.layers
+    depthwise.bias.assign(random(128, seed=1))
+    model._depthwise_as_contraction = contraction
+    features = random(4, 9, 9, 128)
+
+    def keras_own(x):
+        return squash(reshape(depthwise(x)))
+
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(model._primary_capsules(features)),
+        ops.convert_to_numpy(keras_own(features)),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(
+        gradient(model._primary_capsules, features),
+        gradient(keras_own, features),
+        rtol=1e-4,
+        atol=1e-6,
+    )

@@ -13,6 +13,7 @@ from capsules_keras.ops import (
     EPSILON,
     conv2d_patches,
     get_squash,
+    jax_on_cpu,
     labels_to_one_hot,
     safe_norm,
     squash,
@@ -164,9 +165,7 @@ class PrimaryCaps(layers.Layer):
         # written as patches + one matmul; torch and tensorflow take 0.8 s
         # with their own convolution, and 1.2-2.2 s with patches).
         # The weights are the Conv2D's either way.
-        self._conv_as_matmul = keras.backend.backend() == "jax" and all(
-            device.startswith("cpu") for device in keras.distribution.list_devices()
-        )
+        self._conv_as_matmul = jax_on_cpu()
 
     def _convolve(self, inputs):
         if not self._conv_as_matmul:

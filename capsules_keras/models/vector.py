@@ -140,8 +140,12 @@ class VectorCapsNet(CapsuleModel):
         # with no outer `__call__` to hand it to sublayers (BatchNormalization
         # in Efficient-CapsNet's stack would stay in inference mode).
         features = self.conv(images, training=training)
-        capsules, _ = self.digit_caps(self.primary_caps(features, training=training))
+        capsules, _ = self.digit_caps(self._primary_capsules(features, training))
         return {"lengths": self.length(capsules), "capsules": capsules}
+
+    def _primary_capsules(self, features, training=None):
+        """The primary capsules `(batch_size, in_capsules, dim)` of `features`."""
+        return self.primary_caps(features, training=training)
 
     def _scores(self, outputs):
         """Class probabilities: the digit capsules' lengths, `(n, classes)`."""
@@ -212,7 +216,7 @@ class VectorCapsNet(CapsuleModel):
             labels = self._prepare_labels(labels, len(images), "labels")
 
         def step(batch, batch_labels=None):
-            u = self.primary_caps(self.conv(batch))
+            u = self._primary_capsules(self.conv(batch))
             capsules, coupling = self.digit_caps.route(
                 self.digit_caps.votes(u), iterations, return_coupling=True
             )
