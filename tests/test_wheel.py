@@ -3,7 +3,8 @@ works on its own in a fresh virtual environment.
 
 `python -m build` makes both; the wheel goes into a new venv without the
 repository on the path and without an editable install, and a tiny CapsNet
-trains one step, saves, loads and predicts the same there. The venv borrows
+trains one step, saves, loads and predicts the same there, and the
+pretrained model loads from the installed package. The venv borrows
 the suite's installed dependencies (keras and the backend) through a path
 file rather than downloading them again; the package itself comes only from
 the wheel, which the test checks. The wheel holds the package and nothing
@@ -23,6 +24,7 @@ import pytest
 from conftest import REPO_ROOT
 
 import capsules_keras
+from capsules_keras.models import PRETRAINED
 
 SCRIPT = """
 import numpy as np, keras, capsules_keras
@@ -36,6 +38,8 @@ model.save("tiny.keras")
 loaded = keras.models.load_model("tiny.keras")
 before, after = model.predict(x, verbose=0), loaded.predict(x, verbose=0)
 np.testing.assert_allclose(after, before, atol=1e-6)
+pretrained = capsules_keras.EfficientCapsNet.from_preset("efficient_capsnet_mnist")
+assert pretrained.predict(x, verbose=0).shape == (4, 10)
 print("ok")
 """
 
@@ -78,6 +82,9 @@ def test_the_wheel_holds_the_package_only(dist):
         for path in Path(REPO_ROOT, "capsules_keras").rglob("__init__.py")
     }
     assert packages == expected  # every subpackage, e.g. capsules_keras/routing
+    for name in PRETRAINED:  # and the pretrained models with their cards
+        for ext in ("keras", "json"):
+            assert f"capsules_keras/models/weights/{name}.{ext}" in names
 
 
 def test_the_wheel_trains_saves_and_loads_in_a_fresh_venv(dist, tmp_path):

@@ -4,7 +4,9 @@
   task), `EfficientCapsNet` (Mazzia et al. 2021): vector capsules with
   routing and a decoder (`VectorCapsNet`);
 - `MatrixCapsNet`: matrix capsules with EM routing (Hinton et al. 2018);
-- `baseline_cnn`: a plain CNN with CapsNet's parameter budget.
+- `baseline_cnn`: a plain CNN with CapsNet's parameter budget;
+- `PRETRAINED`: trained models shipped with the package
+  (`EfficientCapsNet.from_preset("efficient_capsnet_mnist")`).
 
 All capsule models are `CapsuleModel`s: they check their inputs, compute
 their own loss and `analyze` a few images in batches.
@@ -16,6 +18,7 @@ from capsules_keras.models.capsnet import CapsNet
 from capsules_keras.models.efficient import EfficientCapsNet
 from capsules_keras.models.matrix import MatrixCapsNet
 from capsules_keras.models.multi_digit import MultiDigitCapsNet
+from capsules_keras.models.pretrained import PRETRAINED, pretrained_card
 from capsules_keras.models.vector import VectorCapsNet
 
 __all__ = [
@@ -24,7 +27,9 @@ __all__ = [
     "EfficientCapsNet",
     "MatrixCapsNet",
     "MultiDigitCapsNet",
+    "PRETRAINED",
     "VectorCapsNet",
     "baseline_cnn",
     "cnn_units_for",
+    "pretrained_card",
 ]

@@ -12,6 +12,7 @@ import numpy as np
 
 from capsules_keras._checks import check_positive_int
 from capsules_keras.inputs import is_array, prepare_images, prepare_labels
+from capsules_keras.models.pretrained import pretrained_path
 
 
 class CapsuleModel(keras.Model):
@@ -26,6 +27,32 @@ class CapsuleModel(keras.Model):
 
     #: What the model's loss is, for the error when `compile` gets a loss.
     OWN_LOSS = ""
+
+    @classmethod
+    def from_preset(cls, name):
+        """A trained model that ships with the package, loaded offline.
+
+        Args:
+            name: A key of `capsules_keras.models.PRETRAINED`, e.g.
+                `"efficient_capsnet_mnist"`; `pretrained_card(name)` says
+                how it was trained and what it scores.
+
+        Returns:
+            The model, uncompiled (`predict` and `analyze` need no
+            `compile`; call `compile()` to train it further).
+
+        Raises:
+            ValueError: If `name` is unknown, or names a model that is not
+                a `cls` (e.g. `CapsNet.from_preset` of an Efficient-CapsNet).
+        """
+        model = keras.saving.load_model(pretrained_path(name))
+        if not isinstance(model, cls):
+            raise ValueError(
+                f"The pretrained model {name!r} is of class {type(model).__name__}, "
+                f"not {cls.__name__}. Load it with "
+                f"{type(model).__name__}.from_preset({name!r})."
+            )
+        return model
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Like `keras.Model.compile`; the loss is the model's own.

@@ -1,0 +1,61 @@
+"""The pretrained models shipped with the package: they load offline on every
+backend and score on the MNIST test digits what their cards say."""
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from capsules_keras.data import get_dataset
+from capsules_keras.models import (
+    PRETRAINED,
+    CapsNet,
+    CapsuleModel,
+    EfficientCapsNet,
+    pretrained_card,
+)
+from capsules_keras.models.pretrained import pretrained_path
+
+NAME = "efficient_capsnet_mnist"
+
+
+@pytest.fixture(scope="module")
+def pretrained():
+    return EfficientCapsNet.from_preset(NAME)
+
+
+def test_every_pretrained_model_has_its_file_and_card():
+    for name in PRETRAINED:
+        card = pretrained_card(name)
+        assert card["name"] == name
+        digest = hashlib.sha256(pretrained_path(name).read_bytes()).hexdigest()
+        assert digest == card["sha256"]  # the card describes this very file
+
+
+def test_it_scores_its_card_on_the_10000_test_digits(pretrained, mnist_path):
+    # mnist-offline.npz holds the full MNIST test set, the card's.
+    _, (x_test, y_test), _ = get_dataset("mnist").load(path=mnist_path)
+    assert len(y_test) == 10_000
+    card = pretrained_card(NAME)
+    predicted = np.argmax(pretrained.predict(x_test, verbose=0), axis=-1)
+    errors = np.flatnonzero(predicted != y_test)
+    assert errors.tolist() == card["test_errors"]
+    assert np.mean(predicted == y_test) == card["test_accuracy"]
+
+
+def test_it_is_the_model_its_card_describes(pretrained):
+    card = pretrained_card(NAME)
+    assert type(pretrained).__name__ == card["model"]
+    assert pretrained.count_params() == card["parameters"]
+    assert pretrained.count_encoder_params() == card["encoder_parameters"] == 161_824
+    assert CapsuleModel.from_preset(NAME).count_params() == card["parameters"]
+
+
+def test_from_preset_refuses_an_unknown_name():
+    with pytest.raises(ValueError, match="'capsnet_imagenet'"):
+        EfficientCapsNet.from_preset("capsnet_imagenet")
+
+
+def test_from_preset_refuses_another_model_class():
+    with pytest.raises(ValueError, match="of class EfficientCapsNet, not CapsNet"):
+        CapsNet.from_preset(NAME)
