@@ -394,6 +394,12 @@ def test_efficient_capsnet_trains_through_the_same_command(mnist_path, tmp_path)
     )
     assert paper["routing"] == "self_attention" and paper["routing_iterations"] == 1
     assert paper["conv_filters"] is None and paper["max_train_samples"] is None
+    quick = settings("--model", "efficient", "--preset", "quick")
+    assert (quick["epochs"], quick["max_train_samples"], quick["augment"]) == (
+        1,
+        None,
+        False,
+    )
     assert settings("--model", "efficient", "--routing", "dynamic")["routing"] == (
         "dynamic"
     )

@@ -66,7 +66,19 @@ MODEL_PRESETS = {
     # Mazzia et al.'s MNIST schedule: Adam 5e-4 decayed x0.98 per epoch,
     # batch 16 (100 epochs with augmentation in the paper).
     "efficient": {
-        "quick": {"batch_size": 16, "learning_rate": 5e-4, "lr_decay": 0.98},
+        # One epoch of every training digit, without shifts: 99.08% on full
+        # MNIST's test set in 259 s of training on jax, 99.01% in 283 s on
+        # torch, on 2 CPU cores (benchmarks/efficient-full-mnist-cpu/quick;
+        # 95.66% on the 5,000-digit offline file). The general quick preset's
+        # 5 epochs of 5,000 digits took 119 s for 98.29%: with 5,000 digits
+        # this model is short of data, not of epochs.
+        "quick": {
+            "epochs": 1,
+            "batch_size": 16,
+            "learning_rate": 5e-4,
+            "lr_decay": 0.98,
+            "max_train_samples": None,
+        },
         "paper": {
             "epochs": 100,
             "batch_size": 16,
