@@ -18,7 +18,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from conftest import BACKENDS, REPO_ROOT
+from conftest import BACKENDS, REPO_ROOT, TOLERANCE
 
 from capsules_keras import MatrixCapsNet
 from capsules_keras.models import CapsNet
@@ -114,6 +114,10 @@ def test_a_file_saved_by_an_earlier_version_predicts_as_it_did(name):
     assert type(model).__name__ == ABOUT["models"][name]
     predicted = model.predict(x, verbose=0)
     if keras.backend.backend() == ABOUT["backend"]:  # the backend that saved it
-        np.testing.assert_array_equal(predicted, expected)
+        # Within float32 rounding, not bit for bit: the same torch build gives
+        # other low bits on another CPU (on a 2-core AMD EPYC machine, every
+        # file saved on an Intel Xeon differed by up to 3.1e-6, 6.3e-6
+        # relative, with the code that saved them unchanged).
+        np.testing.assert_allclose(predicted, expected, **TOLERANCE)
     else:
         np.testing.assert_allclose(predicted, expected, atol=1e-4)
