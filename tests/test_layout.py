@@ -21,6 +21,7 @@ ORDER = {
     "ops": 1,
     "inputs": 1,
     "metrics": 1,
+    "diagnostics": 1,
     "distribution": 1,
     "routing": 2,
     "layers": 3,

@@ -7,7 +7,8 @@ let Jupyter display it.
 The figures live in one module per topic: `training` (curves, confusion
 matrix, mistakes, robustness, seed spread), `routing` (squash, routing,
 coupling coefficients), `capsules` (reconstructions and capsule features),
-`multi_digit` (overlapping digits) and `architecture` (the CapsNet diagram);
+`multi_digit` (overlapping digits), `diagnostics` (transform sweeps, ROC
+curves of detectors) and `architecture` (the CapsNet diagram);
 every figure is importable from here.
 """
 
@@ -22,6 +23,7 @@ from capsules_keras.plots.capsules import (
     plot_reconstructions,
     rank_dimensions,
 )
+from capsules_keras.plots.diagnostics import plot_roc_curves, plot_transform_sweep
 from capsules_keras.plots.multi_digit import (
     overlay_colors,
     plot_overlap_histogram,
@@ -67,10 +69,12 @@ __all__ = [
     "plot_pair_routing",
     "plot_reconstructions",
     "plot_robustness",
+    "plot_roc_curves",
     "plot_routing_iterations",
     "plot_routing_toy",
     "plot_seed_spread",
     "plot_squash",
     "plot_training_curves",
+    "plot_transform_sweep",
     "rank_dimensions",
 ]

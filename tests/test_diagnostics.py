@@ -1,0 +1,130 @@
+"""`capsules_keras.diagnostics` against brute force and known answers."""
+
+import numpy as np
+import pytest
+
+from capsules_keras.diagnostics import (
+    auroc,
+    bootstrap_interval,
+    linear_probe,
+    mcnemar,
+    r_squared,
+    roc_curve,
+)
+
+RNG = np.random.default_rng(0)
+
+
+def brute_force_auroc(positive, negative):
+    """Every (positive, negative) pair: 1 if the positive is higher, 1/2 if tied."""
+    p, n = np.asarray(positive)[:, None], np.asarray(negative)[None, :]
+    return float(np.mean((p > n) + 0.5 * (p == n)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_auroc_counts_pairs_and_ties(seed):
+    rng = np.random.default_rng(seed)
+    positive = rng.integers(0, 6, 37).astype(float)  # many ties
+    negative = rng.integers(0, 4, 23).astype(float)
+    assert auroc(positive, negative) == pytest.approx(
+        brute_force_auroc(positive, negative), abs=1e-12
+    )
+
+
+def test_auroc_extremes_and_roc_area():
+    assert auroc([2.0, 3.0], [0.0, 1.0]) == 1.0
+    assert auroc([0.0, 1.0], [2.0, 3.0]) == 0.0
+    positive, negative = RNG.normal(1, 1, 200), RNG.normal(0, 1, 300)
+    fpr, tpr = roc_curve(positive, negative)
+    assert (fpr[0], tpr[0], fpr[-1], tpr[-1]) == (0.0, 0.0, 1.0, 1.0)
+    assert np.all(np.diff(fpr) >= 0) and np.all(np.diff(tpr) >= 0)
+    assert np.trapezoid(tpr, fpr) == pytest.approx(auroc(positive, negative))
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, np.nan], [[1.0, 2.0]]])
+def test_auroc_refuses_bad_scores(bad):
+    with pytest.raises(ValueError, match="Received"):
+        auroc(bad, [0.0, 1.0])
+
+
+def test_linear_probe_reads_out_a_linear_quantity_on_held_out_rows():
+    features = RNG.normal(size=(400, 12))
+    targets = features @ RNG.normal(size=(12, 2)) + 3.0
+    predictions = linear_probe(features[:200], targets[:200], features[200:], ridge=0)
+    np.testing.assert_allclose(predictions, targets[200:], atol=1e-8)
+    assert np.allclose(r_squared(targets[200:], predictions), 1.0)
+
+
+def test_linear_probe_chooses_a_ridge_that_keeps_noise_features_harmless():
+    # 300 features of pure noise, 120 rows: without a penalty the fit is
+    # exact on the training rows and wild on the others.
+    features, targets = RNG.normal(size=(240, 300)), RNG.normal(size=240)
+    unpenalised = linear_probe(
+        features[:120], targets[:120], features[120:], ridge=1e-6
+    )
+    chosen = linear_probe(features[:120], targets[:120], features[120:])
+    assert r_squared(targets[120:], unpenalised)[0] < -0.2
+    assert r_squared(targets[120:], chosen)[0] > -0.1
+
+
+def test_linear_probe_and_r_squared_name_bad_inputs():
+    x = RNG.normal(size=(10, 3))
+    with pytest.raises(ValueError, match="10 and 9 rows"):
+        linear_probe(x, np.zeros(9), x)
+    with pytest.raises(ValueError, match="Received: 2 and 3"):
+        linear_probe(x, np.arange(10.0), x[:, :2])
+    with pytest.raises(ValueError, match="ridge"):
+        linear_probe(x, np.arange(10.0), x, ridge=-1)
+    with pytest.raises(ValueError, match="constant"):
+        r_squared(np.ones(4), np.arange(4.0))
+    with pytest.raises(ValueError, match=r"\(4, 1\) and \(3, 1\)"):
+        r_squared(np.arange(4.0), np.arange(3.0))
+
+
+def test_bootstrap_interval_covers_a_mean_about_as_often_as_it_says():
+    covered = [
+        low <= 0.0 <= high
+        for low, high in (
+            bootstrap_interval(np.mean, RNG.normal(size=60), resamples=400, seed=k)
+            for k in range(100)
+        )
+    ]
+    assert 0.85 <= np.mean(covered) <= 1.0
+
+
+def test_bootstrap_interval_is_seeded_and_pairs_columns():
+    sample = RNG.normal(size=(50, 2))
+    first = bootstrap_interval(lambda s: s[:, 0].mean(), sample, seed=3)
+    assert first == bootstrap_interval(lambda s: s[:, 0].mean(), sample, seed=3)
+    assert first[0] < sample[:, 0].mean() < first[1]
+    # Two identical columns resampled together: their difference never moves.
+    same = np.repeat(sample[:, :1], 2, axis=1)
+    assert bootstrap_interval(lambda s: s[:, 0].mean() - s[:, 1].mean(), same) == (
+        0.0,
+        0.0,
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"resamples": 0}, "resamples"), ({"confidence": 1.0}, "confidence")],
+)
+def test_bootstrap_interval_names_bad_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        bootstrap_interval(np.mean, np.arange(5.0), **kwargs)
+    with pytest.raises(ValueError, match="at least one sample"):
+        bootstrap_interval(np.mean)
+
+
+def test_mcnemar_counts_the_images_one_model_alone_gets_right():
+    a = np.array([True, True, True, False, False, True])
+    b = np.array([True, False, False, True, False, True])
+    assert mcnemar(a, b) == (2, 1, 1.0)  # 2 * P(X <= 1), X ~ Bin(3, 1/2) = 1
+    assert mcnemar(a, a) == (0, 0, 1.0)
+    # 30 against 0 over 10,000 images: p = 2 / 2^30.
+    many = np.ones(10_000, bool)
+    fewer = many.copy()
+    fewer[:30] = False
+    assert mcnemar(many, fewer) == (30, 0, 2.0**-29)
+    with pytest.raises(ValueError, match="int64"):
+        mcnemar(np.ones(3, int), np.ones(3, bool))

@@ -1,0 +1,74 @@
+"""Figures of notebook 07: transform sweeps and ROC curves."""
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from capsules_keras import plots
+
+RNG = np.random.default_rng(0)
+STEPS = 5
+
+
+def _sweep(**changes):
+    arguments = {
+        "values": np.linspace(-4, 4, STEPS),
+        "images": RNG.uniform(0, 1, (STEPS, 28, 28, 1)),
+        "reconstructions": RNG.uniform(0, 1, (STEPS, 28, 28, 1)),
+        "evidence": {
+            "capsule length": RNG.uniform(0, 1, (STEPS, 30)),
+            "CNN probability": RNG.uniform(0, 1, STEPS),
+        },
+        "poses": RNG.normal(size=(STEPS, 16)),
+    }
+    return {**arguments, **changes}
+
+
+def test_transform_sweep_shows_images_evidence_and_poses(tmp_path):
+    fig = plots.plot_transform_sweep(**_sweep(), label="shift (pixels)")
+    assert isinstance(fig, Figure)
+    axes = fig.get_axes()
+    assert len(axes) == 2 * STEPS + 2
+    evidence, poses = axes[-2], axes[-1]
+    assert [text.get_text() for text in evidence.get_legend().get_texts()] == [
+        "capsule length",
+        "CNN probability",
+    ]
+    assert len(poses.get_lines()) == 16
+    assert evidence.get_xlabel() == "shift (pixels)"
+    fig.savefig(tmp_path / "sweep.png")
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"images": np.zeros((STEPS - 1, 28, 28, 1))}, "images.shape"),
+        ({"poses": np.zeros(STEPS)}, "poses.shape"),
+        ({"evidence": {}}, "evidence"),
+        ({"evidence": {"CNN": np.zeros(STEPS + 1)}}, "evidence\\['CNN'\\]"),
+        ({"values": np.zeros(1)}, "at least 2 steps"),
+    ],
+)
+def test_transform_sweep_names_bad_inputs(changes, match):
+    with pytest.raises(ValueError, match=match):
+        plots.plot_transform_sweep(**_sweep(**changes))
+
+
+def test_roc_curves_one_axis_per_task_with_each_auroc():
+    flagged, normal = np.array([0.9, 0.8, 0.4]), np.array([0.1, 0.5])
+    fig = plots.plot_roc_curves(
+        {
+            "Fashion-MNIST vs MNIST": {
+                "error": (flagged, normal),
+                "CNN": (normal, flagged),
+            },
+            "noise vs MNIST": {"error": (flagged, normal)},
+        }
+    )
+    first, second = fig.get_axes()
+    labels = [text.get_text() for text in first.get_legend().get_texts()]
+    assert labels == ["error: 0.833", "CNN: 0.167"]
+    assert first.get_title() == "Fashion-MNIST vs MNIST"
+    assert len(second.get_lines()) == 2  # the curve and the diagonal of chance
+    with pytest.raises(ValueError, match="Received"):
+        plots.plot_roc_curves({})
