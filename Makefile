@@ -105,6 +105,7 @@ $(TEST_SUITES): test-%: install
 	@$(JAX_CACHE) KERAS_BACKEND=$* CAPSULES_KERAS_TEST_MNIST="$(TEST_MNIST)" \
 		XLA_FLAGS="$$XLA_FLAGS $(TEST_XLA_FLAGS)" \
 		CAPSULES_KERAS_TEST_FASHION_MNIST="$(TEST_FASHION_MNIST)" \
+		CAPSULES_KERAS_FASHION_MNIST="$(TEST_FASHION_MNIST)" \
 		CAPSULES_KERAS_MNIST="$(TEST_MNIST)" CAPSULES_KERAS_QUICK=1 \
 		$(BIN)/python -m pytest tests --doctest-modules capsules_keras \
 		-o cache_dir=.pytest_cache/$* --durations=$(TEST_DURATIONS) \

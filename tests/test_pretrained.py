@@ -37,7 +37,8 @@ def test_it_scores_its_card_on_the_10000_test_digits(pretrained, mnist_path):
     _, (x_test, y_test), _ = get_dataset("mnist").load(path=mnist_path)
     assert len(y_test) == 10_000
     card = pretrained_card(NAME)
-    predicted = np.argmax(pretrained.predict(x_test, verbose=0), axis=-1)
+    scores = pretrained.predict(x_test, batch_size=500, verbose=0)
+    predicted = np.argmax(scores, axis=-1)
     errors = np.flatnonzero(predicted != y_test)
     assert errors.tolist() == card["test_errors"]
     assert np.mean(predicted == y_test) == card["test_accuracy"]
