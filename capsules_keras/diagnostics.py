@@ -177,8 +177,12 @@ def roc_curve(positive, negative):
     """
     positive, negative = _scores("positive", positive), _scores("negative", negative)
     thresholds = np.unique(np.concatenate([positive, negative]))[::-1]
-    tpr = (positive[None, :] >= thresholds[:, None]).mean(1)
-    fpr = (negative[None, :] >= thresholds[:, None]).mean(1)
+
+    def share_at_or_above(scores):  # by sorting: no (thresholds, n) matrix
+        below = np.searchsorted(np.sort(scores), thresholds, side="left")
+        return (len(scores) - below) / len(scores)
+
+    tpr, fpr = share_at_or_above(positive), share_at_or_above(negative)
     return np.concatenate([[0.0], fpr]), np.concatenate([[0.0], tpr])
 
 
