@@ -25,7 +25,7 @@ import keras
 import numpy as np
 
 from capsules_keras.data import get_dataset
-from capsules_keras.models.pretrained import PRETRAINED, WEIGHTS
+from capsules_keras.models.pretrained import PRETRAINED, WEIGHTS, pretrained_path
 
 
 def main(argv=None):
@@ -37,8 +37,8 @@ def main(argv=None):
     parser.add_argument("--command", required=True, help="the command that ran")
     parser.add_argument("--machine", required=True, help="where it ran, in words")
     args = parser.parse_args(argv)
-    model_path = WEIGHTS / f"{args.name}.keras"
-    card_path = WEIGHTS / f"{args.name}.json"
+    model_path = pretrained_path(args.name)
+    card_path = model_path.with_suffix(".json")
     for path in (model_path, card_path):
         if path.exists():
             sys.exit(f"{path} exists; remove it first to replace it.")

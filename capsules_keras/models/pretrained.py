@@ -36,4 +36,4 @@ def pretrained_path(name):
 
 def pretrained_card(name):
     """The card of the pretrained model `name`, as a dict (see the module)."""
-    return json.loads((WEIGHTS / f"{_checked(name)}.json").read_text())
+    return json.loads(pretrained_path(name).with_suffix(".json").read_text())
