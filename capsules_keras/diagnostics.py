@@ -11,7 +11,9 @@ Plain NumPy on arrays a model has already produced (`predict`, `analyze`):
 - `bootstrap_interval`: a percentile interval of any of these, resampling
   the images;
 - `mcnemar`: whether two models scored on the same images differ in
-  accuracy.
+  accuracy;
+- `pixel_correlation`: how closely one image (a reconstruction) matches
+  another (the digit it should redraw), image by image.
 """
 
 import math
@@ -256,3 +258,45 @@ def mcnemar(right_a, right_b):
     n = a_only + b_only
     tail = sum(math.comb(n, k) for k in range(min(a_only, b_only) + 1))
     return a_only, b_only, min(1.0, 2 * tail / 2**n)
+
+
+def pixel_correlation(images, references):
+    """Pearson's correlation of each image with its reference, over its pixels.
+
+    1 when an image is its reference up to brightness and contrast, 0 when
+    the two are unrelated: e.g. a digit redrawn from its capsule against the
+    digit alone as it was placed.
+
+    Args:
+        images: `(n, ...)` images.
+        references: Images of the same shape.
+
+    Returns:
+        `(n,)` float64.
+
+    Raises:
+        ValueError: the shapes differ, or an image or reference is constant
+            (its correlation is undefined).
+
+    >>> pixel_correlation([[0.0, 1.0, 2.0]], [[1.0, 3.0, 5.0]])
+    array([1.])
+    """
+    a = np.asarray(images, dtype=np.float64)
+    b = np.asarray(references, dtype=np.float64)
+    if a.shape != b.shape or a.ndim < 2 or len(a) == 0:
+        raise ValueError(
+            "`images` and `references` must be non-empty arrays of the same "
+            f"shape (n, ...). Received: {a.shape} and {b.shape}"
+        )
+    a = a.reshape(len(a), -1)
+    b = b.reshape(len(b), -1)
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    spread = np.sqrt((a**2).sum(axis=1) * (b**2).sum(axis=1))
+    if np.any(spread == 0):
+        constant = int(np.flatnonzero(spread == 0)[0])
+        raise ValueError(
+            "Every image and reference must vary: their correlation is "
+            f"undefined otherwise. Received: a constant one at row {constant}"
+        )
+    return (a * b).sum(axis=1) / spread

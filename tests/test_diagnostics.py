@@ -8,6 +8,7 @@ from capsules_keras.diagnostics import (
     bootstrap_interval,
     linear_probe,
     mcnemar,
+    pixel_correlation,
     r_squared,
     roc_curve,
 )
@@ -128,3 +129,29 @@ def test_mcnemar_counts_the_images_one_model_alone_gets_right():
     assert mcnemar(many, fewer) == (30, 0, 2.0**-29)
     with pytest.raises(ValueError, match="int64"):
         mcnemar(np.ones(3, int), np.ones(3, bool))
+
+
+def test_pixel_correlation_matches_numpy_image_by_image():
+    images = RNG.uniform(0, 1, (6, 8, 8, 1))
+    references = 0.5 * images + RNG.uniform(0, 1, images.shape)
+    expected = [
+        np.corrcoef(a.ravel(), b.ravel())[0, 1]
+        for a, b in zip(images, references, strict=True)
+    ]
+    np.testing.assert_allclose(pixel_correlation(images, references), expected)
+    # Brightness and contrast do not count; the sign of the relation does.
+    np.testing.assert_allclose(pixel_correlation(images, 3 * images + 1), 1.0)
+    np.testing.assert_allclose(pixel_correlation(images, 1 - images), -1.0)
+
+
+@pytest.mark.parametrize(
+    ("images", "references", "match"),
+    [
+        (np.ones((2, 4)), np.ones((2, 5)), "same shape"),
+        (np.ones(4), np.ones(4), "same shape"),
+        (RNG.uniform(size=(2, 4)), np.stack([np.arange(4.0), np.ones(4)]), "row 1"),
+    ],
+)
+def test_pixel_correlation_names_bad_inputs(images, references, match):
+    with pytest.raises(ValueError, match=match):
+        pixel_correlation(images, references)

@@ -1,4 +1,4 @@
-"""Figures of notebook 07: transform sweeps and ROC curves."""
+"""Figures of notebook 07: transform sweeps, ROC curves, grouped intervals."""
 
 import numpy as np
 import pytest
@@ -72,3 +72,40 @@ def test_roc_curves_one_axis_per_task_with_each_auroc():
     assert len(second.get_lines()) == 2  # the curve and the diagonal of chance
     with pytest.raises(ValueError, match="Received"):
         plots.plot_roc_curves({})
+
+
+def test_grouped_intervals_one_axis_per_panel_with_bars_and_reference():
+    groups = ["< 50%", "50-80%", ">= 80%"]
+    estimate = np.array([0.8, 0.7, 0.6])
+    panels = {
+        "correlation": {
+            "redrawn": (estimate, estimate - 0.05, estimate + 0.05),
+            "overlay": (estimate - 0.2, estimate - 0.3, estimate - 0.1),
+        },
+        "share right": {"redrawn": (estimate, estimate - 0.1, estimate + 0.1)},
+    }
+    fig = plots.plot_grouped_intervals(
+        groups, panels, "overlap", references={"share right": (0.5, "chance")}
+    )
+    first, second = fig.get_axes()
+    assert [t.get_text() for t in first.get_xticklabels()] == groups
+    assert first.get_ylabel() == "correlation"
+    labels = [t.get_text() for t in second.get_legend().get_texts()]
+    assert sorted(labels) == ["chance", "redrawn"]
+    (bars,) = [c for c in second.containers if hasattr(c, "lines")]
+    np.testing.assert_allclose(bars.lines[0].get_ydata(), estimate)
+
+
+@pytest.mark.parametrize(
+    ("groups", "panels", "references", "match"),
+    [
+        ([], {"a": {"s": ([1], [0], [2])}}, None, "must not be empty"),
+        (["g"], {"a": {}}, None, "must not be empty"),
+        (["g", "h"], {"a": {"s": ([1], [0], [2])}}, None, "one entry per step"),
+        (["g"], {"a": {"s": ([1], [2], [3])}}, None, "hold its estimate"),
+        (["g"], {"a": {"s": ([1], [0], [2])}}, {"b": (0.5, "x")}, "not in"),
+    ],
+)
+def test_grouped_intervals_names_bad_inputs(groups, panels, references, match):
+    with pytest.raises(ValueError, match=match):
+        plots.plot_grouped_intervals(groups, panels, "x", references=references)

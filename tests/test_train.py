@@ -127,6 +127,30 @@ def test_a_new_run_never_overwrites_an_old_one(mnist_path, tmp_path):
     assert len(runs) == 2
     after = {n: os.path.getmtime(os.path.join(first, n)) for n in os.listdir(first)}
     assert after == before
+    newest = training.latest_run(str(tmp_path), "mnist-capsnet-quick")
+    assert newest == os.path.join(str(tmp_path), runs[1])
+
+
+def test_latest_run_finds_the_newest_finished_run_of_a_name(tmp_path):
+    def make(folder, *files):
+        os.makedirs(tmp_path / folder)
+        for name in files:
+            (tmp_path / folder / name).write_text("")
+
+    done = ("model.keras", "metrics.json")
+    make("20260101-120000-multi_mnist-capsnet-quick-jax", *done)
+    make("20260102-090000-multi_mnist-capsnet-quick-torch", *done)
+    make("20260102-090000-multi_mnist-capsnet-quick-torch-2", *done)
+    make("20260102-090000-multi_mnist-capsnet-quick-torch-10", *done)
+    make("20260103-080000-multi_mnist-capsnet-quick-jax", "model.keras")  # running
+    make("20260104-080000-multi_mnist-cnn-quick-jax", *done)  # another model
+    make("20260104-080000-mnist-capsnet-quick-jax", *done)  # another dataset
+    latest = training.latest_run(str(tmp_path), "multi_mnist-capsnet-quick")
+    assert (
+        os.path.basename(latest) == "20260102-090000-multi_mnist-capsnet-quick-torch-10"
+    )
+    assert training.latest_run(str(tmp_path), "mnist-capsnet") is None
+    assert training.latest_run(str(tmp_path / "absent"), "mnist-capsnet-quick") is None
 
 
 def test_bad_flags_exit_with_a_message(mnist_path, tmp_path):

@@ -8,8 +8,8 @@ The figures live in one module per topic: `training` (curves, confusion
 matrix, mistakes, robustness, seed spread), `routing` (squash, routing,
 coupling coefficients), `capsules` (reconstructions and capsule features),
 `multi_digit` (overlapping digits), `diagnostics` (transform sweeps, ROC
-curves of detectors) and `architecture` (the CapsNet diagram);
-every figure is importable from here.
+curves of detectors, estimates with intervals by group) and `architecture`
+(the CapsNet diagram); every figure is importable from here.
 """
 
 from capsules_keras.plots.architecture import plot_capsnet_architecture
@@ -23,7 +23,11 @@ from capsules_keras.plots.capsules import (
     plot_reconstructions,
     rank_dimensions,
 )
-from capsules_keras.plots.diagnostics import plot_roc_curves, plot_transform_sweep
+from capsules_keras.plots.diagnostics import (
+    plot_grouped_intervals,
+    plot_roc_curves,
+    plot_transform_sweep,
+)
 from capsules_keras.plots.multi_digit import (
     overlay_colors,
     plot_overlap_histogram,
@@ -60,6 +64,7 @@ __all__ = [
     "plot_coupling_coefficients",
     "plot_digit_grid",
     "plot_dimension_perturbations",
+    "plot_grouped_intervals",
     "plot_loss_terms",
     "plot_mistakes",
     "plot_nearest_neighbours",

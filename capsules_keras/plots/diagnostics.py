@@ -4,6 +4,8 @@
 step: the images, the capsule network's reconstructions, its class evidence
 beside a CNN's, and its 16 pose numbers. `plot_roc_curves` sets detectors of
 wrong or foreign inputs side by side (`capsules_keras.diagnostics`).
+`plot_grouped_intervals` draws estimates with their intervals, group by
+group (e.g. a score of reconstructions by how much two digits overlap).
 """
 
 import numpy as np
@@ -120,4 +122,66 @@ def plot_roc_curves(panels):
         ax.legend(fontsize=7, title="AUROC", title_fontsize=7, loc="lower right")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("true-positive rate")
+    return fig
+
+
+def plot_grouped_intervals(groups, panels, xlabel, references=None):
+    """Estimates with their intervals, side by side in each group.
+
+    Args:
+        groups: `(g,)` the groups' names, along the x-axis.
+        panels: A dict from a panel's quantity (its y-axis label) to a dict
+            from a series' name to `(estimates, lows, highs)`, each `(g,)`.
+        xlabel: What the groups are.
+        references: Optional dict from a panel's quantity to `(value, name)`:
+            a dashed line at `value` (e.g. chance), labelled `name`.
+
+    Returns:
+        A Figure with one axis per panel; each series' points are joined
+        across the groups and carry their intervals as error bars.
+    """
+    groups = [str(g) for g in groups]
+    if not groups or not panels or not all(panels.values()):
+        raise ValueError(
+            "`groups` and `panels` must not be empty and every panel must hold "
+            f"a series. Received: groups={groups}, panels={list(panels)}"
+        )
+    references = references or {}
+    unknown = set(references) - set(panels)
+    if unknown:
+        raise ValueError(
+            f"`references` names panels that are not in `panels`. Received: {unknown}"
+        )
+    fig = Figure(figsize=(4.2 * len(panels), 3.4), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    positions = np.arange(len(groups))
+    for ax, (quantity, series) in zip(axes, panels.items(), strict=True):
+        offsets = np.linspace(-0.12, 0.12, len(series)) if len(series) > 1 else [0.0]
+        for offset, (name, values) in zip(offsets, series.items(), strict=True):
+            estimate, low, high = (
+                _sweep_array(f"panels[{quantity!r}][{name!r}]", v, len(groups), 0)
+                for v in values
+            )
+            if np.any(low > estimate) or np.any(estimate > high):
+                raise ValueError(
+                    f"Every interval must hold its estimate. Received for {name!r}: "
+                    f"{estimate}, from {low} to {high}"
+                )
+            ax.errorbar(
+                positions + offset,
+                estimate,
+                yerr=[estimate - low, high - estimate],
+                fmt="-o",
+                markersize=4,
+                capsize=3,
+                label=name,
+            )
+        if quantity in references:
+            value, name = references[quantity]
+            ax.axhline(value, linestyle="--", color="gray", linewidth=1, label=name)
+        ax.set_xticks(positions, groups, fontsize=8)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(quantity)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     return fig

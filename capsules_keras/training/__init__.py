@@ -7,7 +7,7 @@ way the trainer does. One module per job:
     presets    PRESETS, DATASET_PRESETS, MODEL_PRESETS
     registry   MODELS: one builder per `--model`; default_jit_compile
     settings   resolve_settings: a preset overridden by the flags, checked
-    runs       run folders, config.json, history.csv, resume
+    runs       run folders, config.json, history.csv, resume, the latest run
     devices    one device or data-parallel
     fit        train_run: data, fit, scores, artifacts
     report     the figures, report.md and the printed summary
@@ -39,6 +39,7 @@ from capsules_keras.training.report import report, report_figures, summary, titl
 from capsules_keras.training.runs import (
     SAVED_BEFORE,
     EpochLog,
+    latest_run,
     new_run_dir,
     read_history,
     resumed_settings,
@@ -62,6 +63,7 @@ __all__ = [
     "default_jit_compile",
     "describe_devices",
     "describe_training_set",
+    "latest_run",
     "load_data",
     "new_run_dir",
     "parallel_setup",

@@ -49,6 +49,39 @@ def new_run_dir(output_dir, name):
     raise RuntimeError(f"Could not create a new run folder next to {base}")
 
 
+def latest_run(output_dir, name):
+    """The newest finished run folder `output_dir/<time>-<name>-<backend>[-k]`.
+
+    Finished: it holds `model.keras` and `metrics.json`, which a run writes
+    last. Runs on any backend count (a `.keras` file loads on every one).
+
+    Args:
+        output_dir: Where the runs are (the trainer's `--output-dir`).
+        name: What was trained, as `run_name` gives it, e.g.
+            `"multi_mnist-capsnet-quick"`.
+
+    Returns:
+        The folder's path, or None when there is none (or no `output_dir`).
+    """
+    if not os.path.isdir(output_dir):
+        return None
+    found = []
+    for folder in os.listdir(output_dir):
+        # "<YYYYmmdd-HHMMSS>-<name>-<backend>[-k]": the stamp is 15 characters.
+        stamp, rest = folder[:15], folder[16:]
+        if not rest.startswith(f"{name}-"):
+            continue
+        backend, _, k = rest[len(name) + 1 :].partition("-")
+        path = os.path.join(output_dir, folder)
+        done = all(
+            os.path.isfile(os.path.join(path, f))
+            for f in ("model.keras", "metrics.json")
+        )
+        if backend and (not k or k.isdigit()) and done:
+            found.append(((stamp, int(k or 1)), path))
+    return max(found)[1] if found else None
+
+
 def run_name(settings):
     """The part of a run folder's name that says what was trained."""
     return f"{settings['dataset']}-{settings['model']}-{settings['preset']}"
