@@ -1,6 +1,7 @@
 """The figures of notebooks 01 and 04 return Figures with the expected axes."""
 
 import numpy as np
+import pytest
 from matplotlib.figure import Figure
 
 from capsules_keras import plots
@@ -81,3 +82,36 @@ def test_nearest_neighbours_figure():
     assert len(fig.axes) == 2 * 4
     assert fig.axes[0].get_title() == "query 4"
     assert fig.axes[6].get_title() == "1"  # second query's second neighbour
+
+
+def _pose(x, y, degrees):
+    t = np.radians(degrees)
+    return np.array([[np.cos(t), -np.sin(t), x], [np.sin(t), np.cos(t), y], [0, 0, 1]])
+
+
+def test_pose_votes_one_axis_per_panel_with_an_arrow_per_part_and_vote():
+    parts = np.stack([_pose(0, 0, 0), _pose(2, 1, 45), _pose(-1, 3, 90)])
+    votes = np.stack([_pose(1, 1, 10)] * 3)
+    fig = plots.plot_pose_votes({"face": (parts, votes), "again": (parts, votes)})
+    first, second = fig.get_axes()
+    assert first.get_title() == "face" and second.get_title() == "again"
+    assert len(first.texts) == 6  # an arrow per part and per vote
+    assert len(first.get_lines()) == 6  # and a marker at each
+    start, end = first.texts[1].xyann, first.texts[1].xy  # the first vote
+    np.testing.assert_allclose(start, (1, 1))
+    np.testing.assert_allclose(
+        np.subtract(end, start), [np.cos(0.1745), np.sin(0.1745)], atol=1e-3
+    )
+
+
+@pytest.mark.parametrize(
+    ("panels", "match"),
+    [
+        ({}, "at least one"),
+        ({"a": (np.eye(3), np.eye(3)[None])}, "homogeneous"),
+        ({"a": (np.stack([np.eye(3)] * 2), np.eye(3)[None])}, "one vote"),
+    ],
+)
+def test_pose_votes_names_bad_inputs(panels, match):
+    with pytest.raises(ValueError, match=match):
+        plots.plot_pose_votes(panels)

@@ -1,8 +1,9 @@
 """Figures of the squash and of routing by agreement.
 
-The squash curve, a 2-D routing toy, summaries against the number of
-routing iterations, and the coupling coefficients of primary capsules
-drawn on their grid (per class, or split between the two digits of a pair).
+The squash curve, parts voting for the pose of a whole, a 2-D routing toy,
+summaries against the number of routing iterations, and the coupling
+coefficients of primary capsules drawn on their grid (per class, or split
+between the two digits of a pair).
 """
 
 import numbers
@@ -46,6 +47,72 @@ def plot_squash(input_lengths, output_lengths):
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     ax.set_title("Squash: short vectors shrink, long ones approach length 1")
+    return fig
+
+
+def _poses(name, poses):
+    poses = np.asarray(poses, dtype=float)
+    if poses.ndim != 3 or poses.shape[1:] != (3, 3) or len(poses) == 0:
+        raise ValueError(
+            f"`{name}` must be (k, 3, 3) homogeneous 2-D poses, k >= 1. "
+            f"Received: shape {poses.shape}"
+        )
+    return poses
+
+
+def plot_pose_votes(panels, arrow=1.0):
+    """Parts, and the pose of the whole each part votes for, side by side.
+
+    Args:
+        panels: A dict from a panel's title to `(parts, votes)`: `(k, 3, 3)`
+            homogeneous 2-D poses (a rotation and a translation) of the `k`
+            parts, and of the whole as each part predicts it.
+        arrow: Length of the arrows that show the orientations.
+
+    Returns:
+        A Figure with one axis per panel: each part as a solid arrow at its
+        position along its orientation, its vote as a dashed arrow of the
+        same colour. Votes that agree lie on top of each other.
+    """
+    if not panels:
+        raise ValueError(f"`panels` must name at least one panel. Received: {panels}")
+    checked = {}
+    for title, (parts, votes) in panels.items():
+        parts, votes = _poses("parts", parts), _poses("votes", votes)
+        if parts.shape != votes.shape:
+            raise ValueError(
+                "Every part needs one vote. Received for "
+                f"{title!r}: {len(parts)} parts and {len(votes)} votes"
+            )
+        checked[title] = parts, votes
+    fig = Figure(figsize=(3.3 * len(panels), 3.4), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    colors = [f"C{k % 10}" for k in range(max(len(p) for p, _ in checked.values()))]
+    for ax, (title, (parts, votes)) in zip(axes, checked.items(), strict=True):
+        for k, (part, vote) in enumerate(zip(parts, votes, strict=True)):
+            for pose, style, label in ((part, "-", "part"), (vote, "--", "vote")):
+                x, y = pose[:2, 2]
+                dx, dy = arrow * pose[:2, 0]  # the pose's own x-axis
+                ax.annotate(
+                    "",
+                    xy=(x + dx, y + dy),
+                    xytext=(x, y),
+                    arrowprops={
+                        "arrowstyle": "->",
+                        "color": colors[k],
+                        "linestyle": style,
+                        "linewidth": 1.6,
+                    },
+                )
+                ax.plot(x, y, "o" if label == "part" else "s", color=colors[k])
+        everything = np.concatenate([parts[:, :2, 2], votes[:, :2, 2]])
+        low, high = everything.min(0) - 1.5 * arrow, everything.max(0) + 1.5 * arrow
+        ax.set_xlim(low[0], high[0])
+        ax.set_ylim(low[1], high[1])
+        ax.set_aspect("equal")
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("solid o: parts, dashed square: their votes", fontsize=8)
     return fig
 
 
