@@ -82,6 +82,8 @@ def test_nearest_neighbours_figure():
     assert len(fig.axes) == 2 * 4
     assert fig.axes[0].get_title() == "query 4"
     assert fig.axes[6].get_title() == "1"  # second query's second neighbour
+    colours = [fig.axes[k].title.get_color() for k in (1, 3, 6, 7)]
+    assert colours == ["green", "red", "red", "green"]  # the query's class or not
 
 
 def _pose(x, y, degrees):

@@ -132,10 +132,13 @@ def plot_nearest_neighbours(queries, neighbours, query_labels=None, labels=None)
         neighbours: `(q, k, height, width, channels)`: the `k` neighbours of
             each query, nearest first.
         query_labels: Optional `(q,)` labels shown above the queries.
-        labels: Optional `(q, k)` labels shown above the neighbours.
+        labels: Optional `(q, k)` labels shown above the neighbours; with
+            `query_labels` too, in green where a neighbour's label is its
+            query's and in red where it is not.
 
     Returns:
-        A Figure with `q * (k + 1)` image axes.
+        A Figure with `q * (k + 1)` image axes, row by row: each query, then
+        its neighbours.
     """
     num_queries, k = np.shape(neighbours)[:2]
     fig = Figure(figsize=(0.9 * (k + 1), 1.0 * num_queries), layout="constrained")
@@ -149,6 +152,9 @@ def plot_nearest_neighbours(queries, neighbours, query_labels=None, labels=None)
                 neighbours[q][n],
                 None if labels is None else str(labels[q][n]),
             )
+            if labels is not None and query_labels is not None:
+                same = labels[q][n] == query_labels[q]
+                axes[q, n + 1].title.set_color("green" if same else "red")
     return fig
 
 
