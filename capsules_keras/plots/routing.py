@@ -90,7 +90,7 @@ def plot_pose_votes(panels, arrow=1.0):
     colors = [f"C{k % 10}" for k in range(max(len(p) for p, _ in checked.values()))]
     for ax, (title, (parts, votes)) in zip(axes, checked.items(), strict=True):
         for k, (part, vote) in enumerate(zip(parts, votes, strict=True)):
-            for pose, style, label in ((part, "-", "part"), (vote, "--", "vote")):
+            for pose, style, marker in ((part, "-", "o"), (vote, "--", "s")):
                 x, y = pose[:2, 2]
                 dx, dy = arrow * pose[:2, 0]  # the pose's own x-axis
                 ax.annotate(
@@ -104,7 +104,7 @@ def plot_pose_votes(panels, arrow=1.0):
                         "linewidth": 1.6,
                     },
                 )
-                ax.plot(x, y, "o" if label == "part" else "s", color=colors[k])
+                ax.plot(x, y, marker, color=colors[k])
         everything = np.concatenate([parts[:, :2, 2], votes[:, :2, 2]])
         low, high = everything.min(0) - 1.5 * arrow, everything.max(0) + 1.5 * arrow
         ax.set_xlim(low[0], high[0])

@@ -15,6 +15,8 @@ import keras
 
 from capsules_keras.training.registry import MODEL_OPTIONS, MODELS
 
+#: The time a run folder's name starts with (`new_run_dir`).
+STAMP = "%Y%m%d-%H%M%S"
 #: What a run folder saved before these settings existed trained with.
 SAVED_BEFORE = {
     "model": "capsnet",
@@ -37,7 +39,7 @@ def start_run(output_dir, settings):
 
 def new_run_dir(output_dir, name):
     """A fresh folder `output_dir/<time>-<name>-<backend>[-k]`; never reused."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = time.strftime(STAMP)
     base = os.path.join(output_dir, f"{stamp}-{name}-{keras.backend.backend()}")
     for k in range(1, 1000):
         path = base if k == 1 else f"{base}-{k}"
@@ -65,10 +67,10 @@ def latest_run(output_dir, name):
     """
     if not os.path.isdir(output_dir):
         return None
+    width = len(time.strftime(STAMP))
     found = []
     for folder in os.listdir(output_dir):
-        # "<YYYYmmdd-HHMMSS>-<name>-<backend>[-k]": the stamp is 15 characters.
-        stamp, rest = folder[:15], folder[16:]
+        stamp, rest = folder[:width], folder[width + 1 :]
         if not rest.startswith(f"{name}-"):
             continue
         backend, _, k = rest[len(name) + 1 :].partition("-")
