@@ -155,11 +155,18 @@ def test_analyze_returns_everything(digits):
         rtol=1e-4,
         atol=1e-6,
     )
-    # Three images in batches of 2, the last one shorter: the same results.
+    # Three images in batches of 2, the last one shorter; and three padded to a
+    # batch of 4 (with labels too): the same results, one row per image.
     for key, value in model.analyze(x[:3], batch_size=2).items():
+        np.testing.assert_allclose(value, inside[key][:3], rtol=1e-5, atol=1e-6)
+    for key, value in model.analyze(x[:3], batch_size=4).items():
         np.testing.assert_allclose(value, inside[key][:3], rtol=1e-5, atol=1e-6)
     other = (inside["predictions"] + 1) % 10
     labelled = model.analyze(x[:4], labels=other, batch_size=2)
+    padded = model.analyze(x[:3], labels=other[:3], batch_size=4)["reconstructions"]
+    np.testing.assert_allclose(
+        padded, labelled["reconstructions"][:3], rtol=1e-5, atol=1e-6
+    )
     assert np.abs(labelled["reconstructions"] - inside["reconstructions"]).max() > 0
     first = model.analyze(x[:4], routing_iterations=1, batch_size=2)["coupling"]
     np.testing.assert_allclose(first, 0.1, atol=1e-6)  # uniform before any update
