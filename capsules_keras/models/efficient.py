@@ -32,6 +32,15 @@ class EfficientCapsNet(VectorCapsNet):
     squared error = 0.0005 x the sum) are `CapsNet`'s, and so are `fit`,
     `predict`, `analyze` and saving.
 
+    One departure from the authors' code
+    (`models/efficient_capsnet_graph_mnist.py` of
+    github.com/EscVM/Efficient-CapsNet): each of their convolutions
+    applies its ReLU first and batch normalisation after it
+    (`BN(ReLU(Conv2D(x)))`); here batch normalisation comes first, as
+    drawn above. The parameters are the same; what the order does to
+    accuracy was not measured. It stays, because every saved model and
+    the pretrained preset were trained in this order.
+
     `count_encoder_params()` is 161,824 for 28x28x1 digits: the paper's
     count, which leaves out the decoder (1.41M parameters that only
     regularise training).
