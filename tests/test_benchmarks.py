@@ -8,6 +8,7 @@ import os
 import sys
 
 import keras
+import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
@@ -145,3 +146,35 @@ def test_durations_summary_per_suite():
         and "| `notebooks/01.ipynb` | 1.0 |" in text
     )
     assert "slowest 1" in text and "Cell 3" not in text.split("slowest 1")[1]
+
+
+def test_relu_bn_order_tiny(mnist_path, tmp_path):
+    sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks", "efficient"))
+    import relu_bn_order
+
+    out = tmp_path / "order.json"
+    flags = ["--data", mnist_path, "--max-train-samples", "32"]
+    flags += ["--max-test-samples", "20", "--out", str(out)]
+    result = relu_bn_order.main(flags)
+    ours, authors = result["results"]
+    assert ours["layers"][:3] == ["conv1", "bn1", "relu1"]
+    assert authors["layers"][:3] == ["conv1", "relu1", "bn1"]
+    assert len(authors["layers"]) == len(ours["layers"]) == 12
+    for row in (ours, authors):
+        low, high = row["interval_95"]
+        assert low <= row["test_accuracy"] <= high
+    test = result["mcnemar"]
+    assert test["ours_only"] + test["authors_only"] <= result["n_test"] == 20
+    with open(out) as f:
+        assert json.load(f)["results"] == result["results"]
+    with pytest.raises(SystemExit, match="exists"):
+        relu_bn_order.main(flags)  # an old result is never overwritten
+    # One seed, one start: the two orders begin from the same weights.
+    starts = []
+    for model_class in relu_bn_order.ORDERS.values():
+        keras.utils.set_random_seed(0)
+        model = model_class()
+        model(np.zeros((1, 28, 28, 1), "float32"))
+        starts.append(model.get_weights())
+    for first, second in zip(*starts, strict=True):
+        np.testing.assert_array_equal(first, second)
