@@ -135,6 +135,17 @@ def _cpu_model():
     return platform.processor()
 
 
+def add_new_output(parser):
+    """`--out FILE` (or - for stdout) for a result that is never overwritten."""
+    parser.add_argument("--out", default="-", help="JSON file, or - for stdout")
+
+
+def check_new_output(path):
+    """Exits when `path` holds an earlier result: results are kept."""
+    if path != "-" and os.path.exists(path):
+        raise SystemExit(f"{path} exists; give a new file (results are kept)")
+
+
 def write_json(path, data):
     if path == "-":
         print(json.dumps(data))

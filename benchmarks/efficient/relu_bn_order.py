@@ -24,7 +24,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from common import DEFAULT_MNIST, machine, write_json  # noqa: E402
+from common import (  # noqa: E402
+    DEFAULT_MNIST,
+    add_new_output,
+    check_new_output,
+    machine,
+    write_json,
+)
 
 from capsules_keras.data import load_mnist  # noqa: E402
 from capsules_keras.diagnostics import mcnemar  # noqa: E402
@@ -103,10 +109,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-train-samples", type=int)
     parser.add_argument("--max-test-samples", type=int)
-    parser.add_argument("--out", default="-", help="JSON file, or - for stdout")
+    add_new_output(parser)
     args = parser.parse_args(argv)
-    if args.out != "-" and os.path.exists(args.out):
-        raise SystemExit(f"{args.out} exists; give a new file (results are kept)")
+    check_new_output(args.out)
     result = run(args.data, args.seed, args.max_train_samples, args.max_test_samples)
     write_json(args.out, {**result, "machine": machine()})
     return result
