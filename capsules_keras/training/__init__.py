@@ -6,7 +6,8 @@ way the trainer does. One module per job:
 
     presets    PRESETS, DATASET_PRESETS, MODEL_PRESETS
     registry   MODELS: one builder per `--model`; default_jit_compile
-    settings   resolve_settings: a preset overridden by the flags, checked
+    settings   resolve_settings: a preset overridden by the flags, checked;
+               trainer_settings: the same from keyword arguments
     runs       run folders, config.json, history.csv, resume, the latest run
     devices    one device or data-parallel
     fit        train_run: data, fit, scores, artifacts
@@ -47,10 +48,16 @@ from capsules_keras.training.runs import (
     saved_run,
     start_run,
 )
-from capsules_keras.training.settings import positive_int, resolve_settings
+from capsules_keras.training.settings import (
+    FLAG_DEFAULTS,
+    positive_int,
+    resolve_settings,
+    trainer_settings,
+)
 
 __all__ = [
     "DATASET_PRESETS",
+    "FLAG_DEFAULTS",
     "JIT_COMPILE_DEFAULTS",
     "MODELS",
     "MODEL_OPTIONS",
@@ -78,6 +85,7 @@ __all__ = [
     "saved_run",
     "start_run",
     "summary",
+    "trainer_settings",
     "test_scores",
     "title",
     "train_run",

@@ -2,6 +2,7 @@
 
 import argparse
 
+from capsules_keras._checks import check_positive_int
 from capsules_keras.data import DATASETS, get_dataset
 from capsules_keras.routing import check_routing
 from capsules_keras.training.presets import SETTINGS, preset_settings
@@ -23,6 +24,30 @@ PLAIN_SETTINGS = (
     "num_processes",
     "process_id",
 )
+#: The trainer's defaults for the flags above that no preset sets (the
+#: command line's defaults are these).
+FLAG_DEFAULTS = {
+    "preset": "quick",
+    "model": "capsnet",
+    "dataset": "mnist",
+    "data": "auto",
+    "seed": 0,
+    "jit_compile": "auto",
+    "dtype_policy": "float32",
+    "distribute": "none",
+}
+#: Flags whose value must be a positive integer.
+POSITIVE_INT_FLAGS = (
+    "epochs",
+    "batch_size",
+    "routing_iterations",
+    "conv_filters",
+    "primary_capsules",
+    "pairs_per_epoch",
+    "max_train_samples",
+    "max_test_samples",
+    "num_processes",
+)
 
 
 def positive_int(text):
@@ -31,6 +56,44 @@ def positive_int(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
+
+
+def trainer_settings(**flags):
+    """The settings the trainer runs with, from its flags as keyword arguments.
+
+    `trainer_settings(dataset="multi_mnist", epochs=1)` are the settings of
+    `python -m capsules_keras.train --dataset multi_mnist --epochs 1`: for
+    code that trains the trainer's way in its own process, with `start_run`
+    and `train_run`, instead of starting the command line.
+
+    Args:
+        **flags: Flag names with `_` for `-` (`max_train_samples=100`);
+            a flag not given takes its preset's value or its default.
+
+    Returns:
+        The settings dict of the run (see `resolve_settings`).
+
+    Raises:
+        ValueError: an unknown flag, a value of the wrong kind, or what
+            `resolve_settings` refuses.
+    """
+    names = {"preset", *SETTINGS, *PLAIN_SETTINGS, *MODEL_OPTIONS, *DATASET_OPTIONS}
+    unknown = sorted(set(flags) - names)
+    if unknown:
+        raise ValueError(
+            f"Unknown trainer flags {unknown}; the flags are {sorted(names)}. "
+            f"Received: {flags}"
+        )
+    for key in POSITIVE_INT_FLAGS:
+        if flags.get(key) is not None:
+            check_positive_int(key, flags[key])
+    if flags.get("model", FLAG_DEFAULTS["model"]) not in MODELS:
+        raise ValueError(
+            f"Unknown model. Choose one of {sorted(MODELS)}. "
+            f"Received: model={flags['model']!r}"
+        )
+    values = {**dict.fromkeys(names), **FLAG_DEFAULTS, **flags}
+    return resolve_settings(argparse.Namespace(**values))
 
 
 def resolve_settings(args):
