@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import numpy_reference as ref
 import pytest
+from conftest import gradient
 from keras import layers, ops
 from layer_checks import capsule_classifier, check_fit_reduces_loss, check_layer
 
@@ -72,6 +73,27 @@ def test_primary_caps_capsule_order_and_squash():
     cell, kind = 3, 1  # row 1, col 1, type 1
     np.testing.assert_allclose(
         out[0, cell * 3 + kind], ref.squash(conv[0, 1, 1, 2:4]), rtol=1e-5
+    )
+
+
+@pytest.mark.parametrize("padding", ["valid", "same"])
+@pytest.mark.parametrize("as_matmul", [False, True])
+def test_primary_caps_as_patches_and_a_matmul_is_the_convolution(as_matmul, padding):
+    # jax on CPU convolves with patches and one matmul (PrimaryCaps.build);
+    # both paths, forced, on every backend, against keras' own convolution.
+    layer = PrimaryCaps(4, 3, kernel_size=9, strides=2, padding=padding)
+    x = random(2, 20, 20, 5)
+    layer.build(x.shape)
+    layer.conv.bias.assign(random(12))
+    layer._conv_as_matmul = as_matmul
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer._convolve(x)),
+        ops.convert_to_numpy(layer.conv(x)),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        gradient(layer._convolve, x), gradient(layer.conv, x), rtol=1e-4, atol=1e-5
     )
 
 

@@ -11,7 +11,7 @@ from keras import initializers, layers, ops
 from capsules_keras._checks import check_positive_int, check_positive_number, check_rank
 from capsules_keras.ops import (
     EPSILON,
-    conv2d_patches,
+    conv2d_patches_compiled,
     get_squash,
     jax_on_cpu,
     labels_to_one_hot,
@@ -164,14 +164,16 @@ class PrimaryCaps(layers.Layer):
         # forward+backward step, against 1.05 s for the same convolution
         # written as patches + one matmul; torch and tensorflow take 0.8 s
         # with their own convolution, and 1.2-2.2 s with patches).
-        # The weights are the Conv2D's either way.
+        # The weights are the Conv2D's either way. The patches are one
+        # compiled program (see `conv2d_patches_compiled`).
         self._conv_as_matmul = jax_on_cpu()
 
     def _convolve(self, inputs):
         if not self._conv_as_matmul:
             return self.conv(inputs)
         conv = self.conv
-        x = conv2d_patches(inputs, conv.kernel, conv.strides, conv.padding)
+        kernel = ops.convert_to_tensor(conv.kernel)
+        x = conv2d_patches_compiled()(inputs, kernel, conv.strides, conv.padding)
         return ops.add(x, conv.bias)
 
     def call(self, inputs):
