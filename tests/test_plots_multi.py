@@ -82,5 +82,18 @@ def test_pair_routing_maps_the_two_digit_capsules():
     share = fig.axes[1 + 3 + 2].images[0].get_array()
     assert share[0, 0] == pytest.approx(0.3 / 0.35) and share[2, 3] == 0.5
     assert fig.axes[1 + 3].get_ylabel() == "end"
+    # Both scales centred: the couplings on uniform (1/10), the share on 0.5.
+    low, high = fig.axes[1 + 3 + 1].images[0].get_clim()
+    assert (low + high) / 2 == pytest.approx(0.1) and high - 0.1 == pytest.approx(0.2)
+    assert fig.axes[1 + 3 + 2].images[0].get_clim()[1] == pytest.approx(0.3 / 0.35)
+    fixed = plots.plot_pair_routing(
+        np.zeros((36, 36, 1)), [c], grid, (2, 7), coupling_range=0.02, share_range=0.1
+    )
+    assert fixed.axes[2].images[0].get_clim() == pytest.approx((0.08, 0.12))
+    assert fixed.axes[3].images[0].get_clim() == pytest.approx((0.4, 0.6))
+    with pytest.raises(ValueError, match="coupling_range"):
+        plots.plot_pair_routing(
+            np.zeros((36, 36, 1)), [c], grid, (2, 7), coupling_range=0
+        )
     with pytest.raises(ValueError, match="do not fill"):
         plots.plot_pair_routing(np.zeros((36, 36, 1)), [c], (5, 5), (2, 7))

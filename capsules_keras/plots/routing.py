@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 from matplotlib.figure import Figure
 
+from capsules_keras._checks import check_positive_number
 from capsules_keras.plots._common import _image
 from capsules_keras.plots.multi_digit import overlay_colors
 
@@ -373,7 +374,15 @@ def plot_coupling_coefficients(
 
 
 def plot_pair_routing(
-    image, couplings, grid_shape, classes, weights=None, digits=None, row_titles=None
+    image,
+    couplings,
+    grid_shape,
+    classes,
+    weights=None,
+    digits=None,
+    row_titles=None,
+    coupling_range=None,
+    share_range=None,
 ):
     """Which primary capsules route to which of the two digits in one image.
 
@@ -393,18 +402,33 @@ def plot_pair_routing(
         digits: Optional `(2, height, width, 1)`: each digit alone, to show
             the input with the first in red and the second in green.
         row_titles: Optional names of the rows.
+        coupling_range: Half-width of the coupling maps' colour scale, which
+            is centred on the uniform coupling `1 / num_classes` (no
+            routing): blue below it, red above. None: the largest distance
+            from uniform in the maps.
+        share_range: Half-width of the share maps' scale, centred on the
+            even split 0.5. None: the largest distance from 0.5 in the maps.
 
     Returns:
         A Figure with the input and, per row, the maps to `a` and to `b` (one
         colour scale) and the share map (red: towards `a`, green: towards
-        `b`, one scale centred on the even split 0.5), and two colour bars.
+        `b`), and two colour bars.
     """
+    for name, value in [
+        ("coupling_range", coupling_range),
+        ("share_range", share_range),
+    ]:
+        if value is not None:
+            check_positive_number(name, value)
     a, b = (int(c) for c in classes)
     # per row: (2, grid_rows, grid_cols) mean couplings to a and b
     maps = [m[[a, b]] for m in coupling_maps(couplings, grid_shape, weights)]
     shares = [m[1] / (m[0] + m[1]) for m in maps]
-    vmin, vmax = min(m.min() for m in maps), max(m.max() for m in maps)
-    spread = max(max(np.abs(s - 0.5).max() for s in shares), 1e-3)
+    uniform = 1 / np.shape(couplings[0])[-1]
+    if coupling_range is None:
+        coupling_range = max(max(np.abs(m - uniform).max() for m in maps), 1e-4)
+    if share_range is None:
+        share_range = max(max(np.abs(s - 0.5).max() for s in shares), 1e-3)
     rows = len(maps)
     fig = Figure(figsize=(7.4, 1.75 * rows + 0.5), layout="constrained")
     axes = fig.subplots(rows, 4, squeeze=False)
@@ -419,13 +443,20 @@ def plot_pair_routing(
     for r, (pair, share) in enumerate(zip(maps, shares, strict=True)):
         for d, label in enumerate((a, b)):
             ax = axes[r, 1 + d]
-            coupled = ax.imshow(pair[d], cmap="viridis", vmin=vmin, vmax=vmax)
+            coupled = ax.imshow(
+                pair[d],
+                cmap="RdBu_r",
+                vmin=uniform - coupling_range,
+                vmax=uniform + coupling_range,
+            )
             ax.set_xticks([])
             ax.set_yticks([])
             if r == 0:
                 ax.set_title(f"to {label}", fontsize=8)
         ax = axes[r, 3]
-        split = ax.imshow(share, cmap="RdYlGn", vmin=0.5 - spread, vmax=0.5 + spread)
+        split = ax.imshow(
+            share, cmap="RdYlGn", vmin=0.5 - share_range, vmax=0.5 + share_range
+        )
         ax.set_xticks([])
         ax.set_yticks([])
         if r == 0:
