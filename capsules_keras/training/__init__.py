@@ -85,9 +85,9 @@ __all__ = [
     "saved_run",
     "start_run",
     "summary",
-    "trainer_settings",
     "test_scores",
     "title",
     "train_run",
+    "trainer_settings",
     "training_data",
 ]
