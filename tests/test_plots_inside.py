@@ -260,6 +260,34 @@ def test_coupling_coefficients_centred_on_the_uniform_value():
         plots.plot_coupling_coefficients(_digits(1)[0], couplings, grid, center="0.1")
 
 
+def test_coupling_coefficients_on_a_fixed_range():
+    grid, types, classes = (6, 6), 32, 10
+    couplings = [RNG.dirichlet(np.ones(classes), 36 * types)]
+    image = _digits(1)[0]
+    deviations = plots.coupling_maps(couplings, grid)[0] - 0.1
+    low, high = deviations.min(), deviations.max()
+    inside, cut = max(-low, high) * 1.01, min(-low, high) / 2
+    for value_range, extend in [(inside, "neither"), (cut, "both")]:
+        fig = plots.plot_coupling_coefficients(
+            image, couplings, grid, center=0.1, value_range=value_range
+        )
+        for ax in fig.axes[1:-1]:
+            (shown,) = ax.get_images()
+            assert (shown.norm.vmin, shown.norm.vmax) == (-value_range, value_range)
+        assert fig.axes[-1].get_ylabel() == "mean coupling - 0.1"
+        assert fig.axes[-1]._colorbar.extend == extend  # arrows where values are cut
+        assert fig.get_suptitle() == (
+            f"mean coupling - 0.1 from {low:+.4f} to {high:+.4f}; "
+            f"colour scale fixed at \u00b1{value_range:g}"
+        )
+    with pytest.raises(ValueError, match="pass `center` too"):
+        plots.plot_coupling_coefficients(image, couplings, grid, value_range=0.05)
+    with pytest.raises(ValueError, match="Received: value_range=0"):
+        plots.plot_coupling_coefficients(
+            image, couplings, grid, center=0.1, value_range=0
+        )
+
+
 def test_robustness_bands_are_wilson_intervals():
     from matplotlib.collections import PolyCollection
     from matplotlib.colors import to_rgb

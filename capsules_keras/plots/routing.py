@@ -290,6 +290,7 @@ def plot_coupling_coefficients(
     highlight=None,
     label="mean coupling",
     center=None,
+    value_range=None,
 ):
     """Where on the image each digit capsule draws its input from.
 
@@ -315,11 +316,24 @@ def plot_coupling_coefficients(
             center` in a diverging colour map (blue below, red above) on
             limits symmetric about 0, and the title gives the smallest and
             largest deviation.
+        value_range: Optional half-width of that diverging scale, fixed
+            (e.g. to compare figures): `center - value_range` is full blue,
+            `center + value_range` full red, and values beyond are drawn
+            at the ends (the colour bar is extended). Needs `center`. None:
+            the largest deviation in the maps.
 
     Returns:
         A Figure with the image, `len(couplings) * num_classes` maps on one
         colour scale, and the colour bar.
     """
+    if value_range is not None:
+        check_positive_number("value_range", value_range)
+        if center is None:
+            raise ValueError(
+                "`value_range` is the half-width of a scale centred on `center`; "
+                f"pass `center` too. Received: value_range={value_range!r}, "
+                "center=None"
+            )
     maps = coupling_maps(couplings, grid_shape, weights)
     num_classes = len(maps[0])
     if center is not None:
@@ -341,7 +355,7 @@ def plot_coupling_coefficients(
     else:
         # Symmetric about 0, so that white means `center` in every map; the
         # floor keeps the limits apart when every map equals `center`.
-        spread = max(abs(low), abs(high), 1e-12)
+        spread = value_range or max(abs(low), abs(high), 1e-12)
         vmin, vmax = -spread, spread
         cmap, bar_label = "RdBu_r", f"{label} - {center:g}"
     rows = len(maps)
@@ -367,9 +381,16 @@ def plot_coupling_coefficients(
                     spine.set_linewidth(2.5)
         if row_titles is not None:
             axes[r, 1].set_ylabel(row_titles[r], fontsize=8)
-    fig.colorbar(shown, ax=axes[:, 1:], label=bar_label, shrink=0.9)
+    # Arrows on the colour bar where a fixed scale cuts values off.
+    below, above = low < vmin, high > vmax
+    extend = {(0, 0): "neither", (1, 0): "min", (0, 1): "max", (1, 1): "both"}
+    extend = extend[int(below), int(above)]
+    fig.colorbar(shown, ax=axes[:, 1:], label=bar_label, shrink=0.9, extend=extend)
     if center is not None:
-        fig.suptitle(f"{bar_label} from {low:+.4f} to {high:+.4f}", fontsize=9)
+        title = f"{bar_label} from {low:+.4f} to {high:+.4f}"
+        if value_range is not None:
+            title += f"; colour scale fixed at \u00b1{value_range:g}"
+        fig.suptitle(title, fontsize=9)
     return fig
 
 
