@@ -382,9 +382,8 @@ def plot_coupling_coefficients(
         if row_titles is not None:
             axes[r, 1].set_ylabel(row_titles[r], fontsize=8)
     # Arrows on the colour bar where a fixed scale cuts values off.
-    below, above = low < vmin, high > vmax
-    extend = {(0, 0): "neither", (1, 0): "min", (0, 1): "max", (1, 1): "both"}
-    extend = extend[int(below), int(above)]
+    below, above = int(low < vmin), int(high > vmax)
+    extend = ("neither", "min", "max", "both")[below + 2 * above]
     fig.colorbar(shown, ax=axes[:, 1:], label=bar_label, shrink=0.9, extend=extend)
     if center is not None:
         title = f"{bar_label} from {low:+.4f} to {high:+.4f}"
