@@ -173,6 +173,28 @@ def test_analyze_returns_everything(digits):
 
 
 @pytest.mark.parametrize(
+    "rows, batch_size, shapes",
+    [
+        (1, 128, [16]),  # at least MIN_PADDED_ROWS
+        (21, 128, [32]),  # the next power of two
+        (300, 250, [250, 64]),
+        (5, 4, [4, 4]),  # never more than batch_size
+    ],
+)
+def test_analyze_pads_its_batches_to_a_few_shapes(rows, batch_size, shapes):
+    seen = []
+
+    def step(values):
+        seen.append(len(values))
+        return {"twice": ops.convert_to_tensor(2 * values)}
+
+    values = np.arange(rows, dtype="float32")
+    result = CapsNet(**NARROW)._in_batches(step, batch_size, values)
+    assert seen == shapes
+    np.testing.assert_array_equal(result["twice"], 2 * values)  # padding dropped
+
+
+@pytest.mark.parametrize(
     "kwargs",
     [
         {"image_shape": (28, 28)},
