@@ -179,10 +179,11 @@ def route_parent_major(
     Forward and backward of 2 iterations at the first convolutional capsule
     layer's shapes (800 windows x 72 children x 16 parents, a 2-core CPU)
     took 214 instead of 288 ms on jax, 166 instead of 246 ms on tensorflow
-    (XLA) and 672 instead of 759 ms on torch (one run each). The matrix-capsule layers
-    compute their votes in this order (`capsules_keras.layers.matrix`);
-    `em_routing` checks the shapes of its votes and activations, then
-    transposes the votes once; the other arguments are checked here.
+    (XLA) and 672 instead of 759 ms on torch (one run each). The
+    matrix-capsule layers compute their votes in this order
+    (`capsules_keras.layers.matrix`); `em_routing` checks the shapes of its
+    votes and activations, then transposes the votes once; the other
+    arguments are checked here.
 
     Returns:
         As `em_routing`, with `R` (if asked) as `(batch_size, out_capsules,
