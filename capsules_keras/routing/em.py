@@ -211,9 +211,11 @@ def route_parent_major(
         weights = r_active / (ops.expand_dims(r_sum, 2) + epsilon)  # (b, j, i)
         # mu_j^h = sum_i R_ij V_ij^h / sum_i R_ij
         mu = ops.einsum("bji,bjih->bjh", weights, v)  # (b, j, h)
-        deviation = v - ops.expand_dims(mu, 2)  # V_ij^h - mu_j^h, (b, j, i, h)
+        # (V_ij^h - mu_j^h)^2, (b, j, i, h): the one pass over the votes that
+        # the variance and the E-step share
+        squared = ops.square(v - ops.expand_dims(mu, 2))
         # (sigma_j^h)^2 = sum_i R_ij (V_ij^h - mu_j^h)^2 / sum_i R_ij
-        variance = ops.einsum("bji,bjih->bjh", weights, ops.square(deviation))
+        variance = ops.einsum("bji,bjih->bjh", weights, squared)
         variance = variance + epsilon  # (b, j, h)
         log_sigma = 0.5 * ops.log(variance)
         # cost_j = sum_h (beta_u + log sigma_j^h) sum_i R_ij
@@ -228,12 +230,13 @@ def route_parent_major(
             break
         # --- E-step ---
         # log p_ij = sum_h [-(V_ij^h - mu_j^h)^2 / (2 sigma^2) - log sigma
-        #                   - log(2 pi) / 2]
-        log_p = ops.sum(
-            -ops.square(deviation) / (2.0 * ops.expand_dims(variance, 2))
-            - ops.expand_dims(log_sigma, 2),
-            axis=-1,
-        ) - (0.5 * POSE_SIZE * _LOG_2PI)  # (b, j, i)
+        #                   - log(2 pi) / 2], with the sums over h of the
+        # terms that do not depend on i taken once per parent
+        log_p = (
+            -0.5 * ops.einsum("bjih,bjh->bji", squared, 1.0 / variance)
+            - ops.expand_dims(ops.sum(log_sigma, axis=-1), 2)
+            - 0.5 * POSE_SIZE * _LOG_2PI
+        )  # (b, j, i)
         # R_ij = a_j p_ij / sum_k a_k p_ik, normalised in log space
         log_ap = ops.expand_dims(ops.log_sigmoid(logits), 2) + log_p  # (b, j, i)
         r = ops.exp(log_ap - ops.logsumexp(log_ap, axis=1, keepdims=True))
