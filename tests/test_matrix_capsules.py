@@ -287,6 +287,35 @@ def digits(mnist_path):
 SMALL = {"conv_filters": 8, "capsule_types": (4, 4, 4), "routing_iterations": 2}
 
 
+def test_routed_layers_default_compiled_step_matches_eager():
+    """The backend's default compiled step (tensorflow: a graph with each
+    layer's routing XLA-compiled inside it, see `compile_routing`; jax: jit)
+    predicts and trains as eager execution does."""
+    x, target = capsule_grid(3, 5, 5, 2, seed=3), random(3, 4, 17, seed=4)
+    models = []
+    for run_eagerly in (False, True):
+        keras.utils.set_random_seed(2)
+        model = keras.Sequential(
+            [
+                keras.Input((5, 5, 2, 17)),
+                ConvMatrixCaps(3, kernel_size=3, routing_iterations=2),
+                ClassMatrixCaps(4, routing_iterations=2),
+            ]
+        )
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
+        model.run_eagerly = run_eagerly
+        models.append(model)
+    before = [numpy(w) for w in models[0].weights]
+    compiled, eager = (m.predict(x, verbose=0) for m in models)
+    np.testing.assert_allclose(compiled, eager, **TOLERANCE)
+    for model in models:
+        model.train_on_batch(x, target)
+    after = [[numpy(w) for w in m.weights] for m in models]
+    for trained, eagerly_trained in zip(*after, strict=True):
+        np.testing.assert_allclose(trained, eagerly_trained, rtol=1e-4, atol=1e-5)
+    assert not all(np.allclose(a, b) for a, b in zip(after[0], before, strict=True))
+
+
 def test_matrix_capsnet_trains_with_the_margin_schedule_saves_and_loads(
     digits, tmp_path
 ):

@@ -21,6 +21,7 @@ import numpy as np
 from keras import initializers, layers, ops
 
 from capsules_keras._checks import check_positive_int, check_positive_number
+from capsules_keras.routing._votes import compile_routing
 from capsules_keras.routing.em import EM_EPSILON, POSE_SIZE, route_parent_major
 
 register = keras.saving.register_keras_serializable(package="capsules_keras")
@@ -112,15 +113,23 @@ class _EMRoutingLayer(layers.Layer):
 
     def _route(self, votes, activations, iterations=None, return_assignments=False):
         """EM routing of parent-major votes `(n, j, i, 16)` (`_matrix_votes`)."""
-        return route_parent_major(
-            votes,
-            activations,
-            self.beta_u,
-            self.beta_a,
-            self.routing_iterations if iterations is None else iterations,
-            self.inverse_temperature,
-            self.epsilon,
-            return_assignments=return_assignments,
+        iterations = self.routing_iterations if iterations is None else iterations
+
+        def route(votes, activations, beta_u, beta_a):
+            return route_parent_major(
+                votes,
+                activations,
+                beta_u,
+                beta_a,
+                iterations,
+                self.inverse_temperature,
+                self.epsilon,
+                return_assignments=return_assignments,
+            )
+
+        # Compiled on its own where the training step around it is not.
+        return compile_routing(route)(
+            votes, activations, self.beta_u.value, self.beta_a.value
         )
 
     def get_config(self):

@@ -109,27 +109,35 @@ def vote_layout():
 
 
 def compile_routing(route):
-    """`route(kernel, inputs)` compiled on its own where the step around it is not.
+    """`route(*tensors)` compiled on its own where the step around it is not.
 
-    Backend-specific for a measured reason. The routing layer is memory-bound
-    and runs far faster compiled, but the default training step of two
-    backends leaves it uncompiled: on a CPU-only tensorflow, Keras'
+    Backend-specific for a measured reason. Routing is memory-bound and runs
+    far faster compiled, but the default training step of two backends
+    leaves it uncompiled: on a CPU-only tensorflow, Keras'
     `jit_compile="auto"` is a graph without XLA (and so is the trainer's
-    `--jit-compile auto`: XLA differentiates the strided PrimaryCaps
-    convolution about 25x slower than tensorflow's own kernels). Inside such
-    a graph the routing runs here as one XLA-compiled function while the
-    convolutions around it stay in the graph: DigitCaps(10, 16) on 1152
-    capsules, forward+backward at batch 128, in a tensorflow graph, took
-    321 ms with it and 522 ms without it on a 2-core CPU, 0.46x and 0.75x of
-    labml_nn's time in the same run (benchmarks/README.md).
-    Under an XLA-compiled step the function is inlined into it; eager calls
-    stay eager, for debugging. jax compiles the whole step already. torch
+    `--jit-compile auto` for the CapsNet: XLA differentiates the strided
+    PrimaryCaps convolution about 25x slower than tensorflow's own kernels).
+    Inside such a graph the routing runs here as one XLA-compiled function
+    while the convolutions around it stay in the graph, on a 2-core CPU:
+
+    - `DigitCaps(10, 16)` on 1152 capsules, forward+backward at batch 128:
+      321 ms with it and 522 ms without it, 0.46x and 0.75x of labml_nn's
+      time in the same run (benchmarks/README.md);
+    - `MatrixCapsNet`'s training step (its three EM-routed layers) at batch
+      32 with 2 EM iterations: 297 ms with it and 531 ms without it, where
+      the whole step under XLA took 310 ms (benchmarks/em/README.md).
+
+    Under an XLA-compiled step (`jit_compile=True`) `route` runs as it is, part
+    of the step's program: nested there as a function of its own, it made
+    `MatrixCapsNet`'s XLA step 7-14% slower. Eager calls stay eager, for
+    debugging. jax compiles the whole step already. torch
     runs `route` as it is: `torch.compile` routes 2x faster but costs ~10 s
     per new shape or setting, which tiny runs (tests, a notebook cell) do not
     win back (benchmarks/README.md).
 
     Args:
-        route: A function of the kernel and the input capsules (tensors).
+        route: A function of tensors only (the weights passed as tensors,
+            e.g. `variable.value`, not as variables).
 
     Returns:
         A function with the same arguments and results.
@@ -138,7 +146,13 @@ def compile_routing(route):
         return route
     import tensorflow as tf  # already imported by Keras' tensorflow backend
 
-    if tf.executing_eagerly():
+    # tensorflow has no public test for "inside an XLA-compiled function";
+    # this private one has served since tensorflow 1.x.
+    from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
+
+    if tf.executing_eagerly() or GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph()
+    ):
         return route
     return tf.function(route, jit_compile=True)
 
