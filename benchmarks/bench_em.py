@@ -27,9 +27,9 @@ from common import interleaved_medians, write_results  # noqa: E402
 from capsules_keras import MatrixCapsNet  # noqa: E402
 
 
-def cases(opt_in=True):
+def cases(opt_in=True, iterations=(1, 2, 3)):
     """(name, routing_iterations, jit_compile) of every timed case."""
-    default = [(f"{n} EM iterations", n, "auto") for n in (1, 2, 3)]
+    default = [(f"{n} EM iterations", n, "auto") for n in iterations]
     if not opt_in or keras.backend.backend() == "jax":  # "auto" is XLA already
         return default
     return default + [("2 EM iterations, jit_compile=True", 2, True)]
@@ -45,14 +45,17 @@ def training_step(iterations, jit_compile, images, labels):
     return model, lambda: model.train_on_batch(images, labels)
 
 
-def run(batch=32, repeats=7, warmup=3, opt_in=True):
-    """Timings of every case; `opt_in=False` leaves out `jit_compile=True`."""
+def run(batch=32, repeats=7, warmup=3, opt_in=True, iterations=(1, 2, 3)):
+    """Timings of every case; `opt_in=False` leaves out `jit_compile=True`.
+
+    `iterations`: the EM iterations of the cases on the default compile path.
+    """
     rng = np.random.default_rng(0)
     images = rng.uniform(0.0, 1.0, (batch, 28, 28, 1)).astype("float32")
     labels = rng.integers(0, 10, batch)
     candidates, compiled = {}, {}
-    for name, iterations, jit_compile in cases(opt_in):
-        model, step = training_step(iterations, jit_compile, images, labels)
+    for name, routing_iterations, jit_compile in cases(opt_in, iterations):
+        model, step = training_step(routing_iterations, jit_compile, images, labels)
         candidates[name] = step
         compiled[name] = model
     timed = interleaved_medians(candidates, repeats=repeats, warmup=warmup)
@@ -60,7 +63,7 @@ def run(batch=32, repeats=7, warmup=3, opt_in=True):
         {
             "backend": keras.backend.backend(),
             "name": name,
-            "routing_iterations": iterations,
+            "routing_iterations": routing_iterations,
             # What "auto" resolved to once the model was trained.
             "jit_compile": bool(compiled[name].jit_compile),
             "batch": batch,
@@ -70,7 +73,7 @@ def run(batch=32, repeats=7, warmup=3, opt_in=True):
             "times_ms": timed[name]["times_ms"],
             "images_per_second": batch / timed[name]["median_ms"] * 1000,
         }
-        for name, iterations, _ in cases(opt_in)
+        for name, routing_iterations, _ in cases(opt_in, iterations)
     ]
 
 
@@ -79,9 +82,16 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        nargs="+",
+        default=[1, 2, 3],
+        help="EM iterations of the cases on the default compile path",
+    )
     parser.add_argument("--out", default="-", help="JSON file, or - for stdout")
     args = parser.parse_args(argv)
-    results = run(args.batch, args.repeats, args.warmup)
+    results = run(args.batch, args.repeats, args.warmup, iterations=args.iterations)
     write_results(args.out, "em_routing", args, results)
     return results
 

@@ -53,8 +53,11 @@ def test_routings_benchmark_tiny():
 
 
 def test_em_benchmark_tiny():
-    results = bench_em.run(batch=2, repeats=1, warmup=1, opt_in=False)
-    assert [row["routing_iterations"] for row in results] == [1, 2, 3]
+    # Two of the three cases: each builds and compiles a model of its own.
+    results = bench_em.run(
+        batch=2, repeats=1, warmup=1, opt_in=False, iterations=(1, 2)
+    )
+    assert [row["routing_iterations"] for row in results] == [1, 2]
     for row in results:
         assert row["backend"] == keras.backend.backend() and row["median_ms"] > 0
         assert row["jit_compile"] == (keras.backend.backend() == "jax")
