@@ -124,16 +124,16 @@ def compile_routing(route):
       321 ms with it and 522 ms without it, 0.46x and 0.75x of labml_nn's
       time in the same run (benchmarks/README.md);
     - `MatrixCapsNet`'s training step (its three EM-routed layers) at batch
-      32 with 2 EM iterations: 297 ms with it and 531 ms without it, where
-      the whole step under XLA took 310 ms (benchmarks/em/README.md).
+      32 with 2 EM iterations: 249 ms with it and 469 ms without it, where
+      the whole step under XLA took 241 ms (benchmarks/em/README.md).
 
-    Under an XLA-compiled step (`jit_compile=True`) `route` runs as it is, part
-    of the step's program: nested there as a function of its own, it made
-    `MatrixCapsNet`'s XLA step 7-14% slower. Eager calls stay eager, for
-    debugging. jax compiles the whole step already. torch
-    runs `route` as it is: `torch.compile` routes 2x faster but costs ~10 s
-    per new shape or setting, which tiny runs (tests, a notebook cell) do not
-    win back (benchmarks/README.md).
+    Under an XLA-compiled step (`jit_compile=True`) `route` runs as it is,
+    part of the step's program: nested there as a function of its own, it
+    made `MatrixCapsNet`'s XLA step 7-14% slower. Eager calls stay eager,
+    for debugging. jax compiles the whole step already. torch runs `route`
+    as it is: `torch.compile` routes 2x faster but costs ~10 s per new shape
+    or setting, which tiny runs (tests, a notebook cell) do not win back
+    (benchmarks/README.md).
 
     Args:
         route: A function of tensors only (the weights passed as tensors,
