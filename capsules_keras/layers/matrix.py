@@ -64,9 +64,9 @@ def _matrix_votes(poses, kernel):
     if keras.backend.backend() == "jax":
         # The same product with W as the first factor. jax's XLA then
         # transposes less around it: MatrixCapsNet's training step at batch
-        # 32 took 380 instead of 429 ms. tensorflow runs this order 13-19%
-        # slower (graph 257 -> 290 ms, XLA 252 -> 300 ms) and torch the same
-        # (benchmarks/em/README.md).
+        # 32 took 362 instead of 427 ms (bench_em.py). tensorflow runs this
+        # order 13-19% slower (graph 257 -> 290 ms, XLA 252 -> 300 ms) and
+        # torch about as fast (benchmarks/em/README.md).
         votes = ops.einsum("ijyz,nixy->njixz", kernel, matrices)
     else:
         votes = ops.einsum("nixy,ijyz->njixz", matrices, kernel)
