@@ -214,9 +214,10 @@ def route_parent_major(
         # (V_ij^h - mu_j^h)^2, (b, j, i, h): the one pass over the votes that
         # the variance and the E-step share. Added as -mu: torch's backward
         # of a subtraction negates the gradient at the votes' size before
-        # summing it to mu's, so this takes passes over the votes out of
-        # torch's eager step (MatrixCapsNet's training step at batch 32:
-        # 989 -> 843 ms; jax and tensorflow unchanged; benchmarks/em/).
+        # summing it to mu's; negating mu takes that pass over the votes out
+        # of torch's eager step (MatrixCapsNet's training step at batch 32:
+        # 989 -> 843 ms; jax and tensorflow unchanged;
+        # benchmarks/em/README.md).
         squared = ops.square(v + ops.expand_dims(-mu, 2))
         # (sigma_j^h)^2 = sum_i R_ij (V_ij^h - mu_j^h)^2 / sum_i R_ij
         variance = ops.einsum("bji,bjih->bjh", weights, squared)
