@@ -58,6 +58,49 @@ def test_em_routing_matches_reference(iterations):
         assert np.abs(numpy(r) - 1 / 3).max() > 1e-2
 
 
+@pytest.mark.parametrize("iterations", [1, 3])
+def test_em_routing_gradients_match_the_references_derivative(iterations):
+    """The hand-written gradient of the M-step's sums (`em._moments`)
+    against central differences of the float64 NumPy reference."""
+    votes = random(2, 5, 3, 16, seed=12)  # 5 children, 3 parents
+    activations = uniform(2, 5, seed=13)
+    beta_u, beta_a = random(3, seed=14), random(3, seed=15)
+    pose_weights, activation_weights = random(2, 3, 16, seed=16), random(2, 3, seed=17)
+
+    def route(v, a):  # summed by `gradient`: one number that every output moves
+        mu, a_out = em_routing(v, a, beta_u, beta_a, iterations, 1.5)
+        return ops.sum(mu * ops.convert_to_tensor(pose_weights), axis=-1) + (
+            a_out * ops.convert_to_tensor(activation_weights)
+        )
+
+    def reference(v, a):
+        mu, a_out, _ = ref.em_routing(v, a, beta_u, beta_a, iterations, 1.5, 1e-4)
+        return (mu * pose_weights).sum() + (a_out * activation_weights).sum()
+
+    def central_differences(f, x, step=1e-6):
+        x = x.astype("float64")
+        derivative = np.zeros_like(x)
+        for index in np.ndindex(x.shape):
+            up, down = x.copy(), x.copy()
+            up[index] += step
+            down[index] -= step
+            derivative[index] = (f(up) - f(down)) / (2 * step)
+        return derivative
+
+    np.testing.assert_allclose(
+        gradient(lambda v: route(v, ops.convert_to_tensor(activations)), votes),
+        central_differences(lambda v: reference(v, activations), votes),
+        rtol=1e-3,
+        atol=1e-4,
+    )
+    np.testing.assert_allclose(
+        gradient(lambda a: route(ops.convert_to_tensor(votes), a), activations),
+        central_differences(lambda a: reference(votes, a), activations),
+        rtol=1e-3,
+        atol=1e-4,
+    )
+
+
 @pytest.mark.parametrize("iterations", [1, 2, 3])
 def test_em_routing_matches_ibms_code_with_our_two_departures(iterations):
     """Against IBM's EM routing: equal once our documented departures are applied.
