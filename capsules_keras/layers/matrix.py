@@ -61,15 +61,26 @@ def _matrix_votes(poses, kernel):
     num_children, num_parents = kernel.shape[:2]
     matrices = ops.reshape(poses, (-1, num_children, 4, 4))  # M_i, (n, i, 4, 4)
     # V_ij[x, z] = sum_y M_i[x, y] W_ij[y, z], (n, j, i, 4, 4)
-    if keras.backend.backend() == "jax":
-        # The same product with W as the first factor. jax's XLA then
-        # transposes less around it: MatrixCapsNet's training step at batch
-        # 32 took 362 instead of 427 ms (bench_em.py). tensorflow runs this
-        # order 13-19% slower (graph 257 -> 290 ms, XLA 252 -> 300 ms) and
-        # torch about as fast (benchmarks/em/README.md).
-        votes = ops.einsum("ijyz,nixy->njixz", kernel, matrices)
-    else:
+    if keras.backend.backend() == "torch":
+        # torch's einsum runs this product faster than the matrix product
+        # below: MatrixCapsNet's training step at batch 32 took 688 against
+        # 752 ms (benchmarks/em/README.md).
         votes = ops.einsum("nixy,ijyz->njixz", matrices, kernel)
+        return ops.reshape(votes, (-1, num_parents, num_children, POSE_SIZE))
+    # One matrix product per child i, of its (n x, y) rows of M with its
+    # (y, j z) columns of W, then transposed to parent-major. Written out,
+    # this product and its gradient are laid out once each by XLA, where
+    # an einsum's were transposed several times: the same step took 300-337
+    # instead of 380-394 ms on jax, and 210 instead of 264 ms on
+    # tensorflow (150-195 instead of 238-254 ms with XLA).
+    rows = ops.reshape(ops.transpose(matrices, (1, 0, 2, 3)), (num_children, -1, 4))
+    columns = ops.reshape(
+        ops.transpose(kernel, (0, 2, 1, 3)), (num_children, 4, num_parents * 4)
+    )
+    products = ops.reshape(
+        ops.matmul(rows, columns), (num_children, -1, 4, num_parents, 4)
+    )  # (i, n, x, j, z)
+    votes = ops.transpose(products, (1, 3, 0, 2, 4))
     return ops.reshape(votes, (-1, num_parents, num_children, POSE_SIZE))
 
 
