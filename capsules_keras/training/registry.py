@@ -173,10 +173,10 @@ MODELS = {
         # Its step is the routing loop, not a strided convolution: XLA took
         # 685 ms against graph mode's 1,868 ms per step on tensorflow
         # (benchmarks/em/README.md; with its routing XLA-compiled inside the
-        # graph, graph mode now takes 249 ms against XLA's 241). On torch,
-        # torch.compile runs a step 2.3x faster (372 against 843 ms), but one
+        # graph, graph mode now takes 203 ms against XLA's 154). On torch,
+        # torch.compile runs a step 2.1x faster (349 against 718 ms), but one
         # epoch of the quick preset took 248 s compiled against 229 s
-        # eager: eager.
+        # eager (2026-12-04; eager's step has only got faster since): eager.
         jit_compile={"tensorflow": True},
     ),
     # The same-budget CNN of `models.baseline_cnn`, for comparisons that run
