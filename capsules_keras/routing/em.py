@@ -294,7 +294,6 @@ def _moments(votes, weights, epsilon, with_distances):
             if upstream is None:  # jax and tensorflow pass it by position
                 (upstream,) = args
             g_mu, g_var = upstream[..., :size], upstream[..., size : 2 * size]
-            outside = 1.0 - ops.sum(w, axis=2, keepdims=True)  # 1 - sum_i w_ij
             rows, factors = [w], []
             if with_distances:
                 g_q = upstream[..., 2 * size :]
@@ -304,13 +303,13 @@ def _moments(votes, weights, epsilon, with_distances):
                 g_q_deviation = ops.einsum("bji,bjih->bjh", g_q, v) - mu * ops.sum(
                     g_q, axis=2, keepdims=True
                 )
-                g_mu = g_mu - 2.0 * g_var * mu * outside - 2.0 * inverse * g_q_deviation
+                g_mu = g_mu - 2.0 * inverse * g_q_deviation
                 rows.append(g_q)
                 factors.append(
                     ops.concatenate([2.0 * inverse, -2.0 * inverse * mu], -1)
                 )
-            else:
-                g_mu = g_mu - 2.0 * g_var * mu * outside
+            outside = 1.0 - ops.sum(w, axis=2, keepdims=True)  # 1 - sum_i w_ij
+            g_mu = g_mu - 2.0 * g_var * mu * outside
             factors.insert(
                 0, ops.concatenate([2.0 * g_var, g_mu - 2.0 * g_var * mu], -1)
             )
