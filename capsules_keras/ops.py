@@ -110,6 +110,49 @@ def exponential_squash(s, axis=-1, epsilon=EPSILON):
     return ops.cast((1.0 - ops.exp(-norm)) / norm * s32, s.dtype)
 
 
+def _sabour_scale(q, epsilon):
+    """`squash`'s scale f(q) = q / ((1 + q) sqrt(q + eps)) and df/dq."""
+    inverse = 1.0 / ((1.0 + q) * ops.sqrt(q + epsilon))
+    f = q * inverse
+    return f, inverse - f / (1.0 + q) - 0.5 * f / (q + epsilon)
+
+
+def _exponential_scale(q, epsilon):
+    """`exponential_squash`'s f(q) = (1 - exp(-n)) / n, n = sqrt(q + eps), and df/dq."""
+    norm = ops.sqrt(q + epsilon)
+    decay = ops.exp(-norm)
+    f = (1.0 - decay) / norm
+    return f, (decay - f) / (2.0 * (q + epsilon))
+
+
+_SCALES = {squash: _sabour_scale, exponential_squash: _exponential_scale}
+
+
+def squash_backward(squash_fn):
+    """The gradient of `squash_fn` (one of `SQUASHES`), or None for others.
+
+    Both squashes scale a vector by a function of its squared length,
+    `v = f(q) s` with `q = |s|^2`, so their gradient is
+
+    `g_s = f(q) g_v + 2 f'(q) (g_v . s) s`.
+
+    Returns:
+        `backward(s, g_v) -> g_s` over the last axis, in float32; None when
+        `squash_fn` is not one of `SQUASHES` with its default arguments.
+    """
+    scale = _SCALES.get(squash_fn)
+    if scale is None:
+        return None
+
+    def backward(s, g_v):
+        s, g_v = float32_if_reduced(s), float32_if_reduced(g_v)
+        f, derivative = scale(ops.sum(ops.square(s), axis=-1, keepdims=True), EPSILON)
+        g_length = 2.0 * derivative * ops.sum(g_v * s, axis=-1, keepdims=True)
+        return f * g_v + g_length * s
+
+    return backward
+
+
 #: The capsule non-linearities by name (`Squash(variant=...)`,
 #: `DigitCaps(squash=...)`).
 SQUASHES = {"sabour": squash, "exponential": exponential_squash}

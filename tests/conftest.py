@@ -71,6 +71,18 @@ def numpy(x):
     return keras.ops.convert_to_numpy(x)
 
 
+def central_differences(f, x, step=1e-6):
+    """d f(x) / dx of a NumPy function `f` with a scalar result, in float64."""
+    x = np.asarray(x, dtype="float64")
+    derivative = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += step
+        down[index] -= step
+        derivative[index] = (f(up) - f(down)) / (2 * step)
+    return derivative
+
+
 def gradient(fn, x):
     """d sum(fn(x)) / dx as NumPy, with the current backend's autodiff.
 

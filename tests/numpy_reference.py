@@ -32,11 +32,12 @@ def votes(kernel, u):
     return u_hat
 
 
-def routing(u_hat, iterations, softmax_axis=2):
+def routing(u_hat, iterations, softmax_axis=2, squash_fn=squash):
     """Procedure 1. Returns (v, c) of the last iteration.
 
     `softmax_axis=2` is the paper's (over parents j); 1 is the common mistake
-    (over children i), kept here so tests can show they differ.
+    (over children i), kept here so tests can show they differ. `squash_fn`:
+    `squash` (the paper's) or `exponential_squash`.
     """
     u_hat = np.asarray(u_hat, dtype=np.float64)
     batch, in_caps, out_caps, out_dim = u_hat.shape
@@ -46,7 +47,7 @@ def routing(u_hat, iterations, softmax_axis=2):
         s = np.zeros((batch, out_caps, out_dim))
         for i in range(in_caps):
             s += c[:, i, :, None] * u_hat[:, i]  # s_j = sum_i c_ij u_hat_j|i
-        v = squash(s)
+        v = squash_fn(s)
         for j in range(out_caps):
             # b_ij <- b_ij + u_hat_j|i . v_j
             logits[:, :, j] += np.sum(u_hat[:, :, j] * v[:, None, j], axis=-1)

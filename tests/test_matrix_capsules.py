@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import numpy_reference as ref
 import pytest
-from conftest import TOLERANCE, gradient, numpy, random
+from conftest import TOLERANCE, central_differences, gradient, numpy, random
 from keras import ops
 from layer_checks import check_layer
 
@@ -76,16 +76,6 @@ def test_em_routing_gradients_match_the_references_derivative(iterations):
     def reference(v, a):
         mu, a_out, _ = ref.em_routing(v, a, beta_u, beta_a, iterations, 1.5, 1e-4)
         return (mu * pose_weights).sum() + (a_out * activation_weights).sum()
-
-    def central_differences(f, x, step=1e-6):
-        x = x.astype("float64")
-        derivative = np.zeros_like(x)
-        for index in np.ndindex(x.shape):
-            up, down = x.copy(), x.copy()
-            up[index] += step
-            down[index] -= step
-            derivative[index] = (f(up) - f(down)) / (2 * step)
-        return derivative
 
     np.testing.assert_allclose(
         gradient(lambda v: route(v, ops.convert_to_tensor(activations)), votes),

@@ -4,11 +4,11 @@ import keras
 import numpy as np
 import numpy_reference as ref
 import pytest
-from conftest import gradient
+from conftest import central_differences, gradient
 from keras import ops
 
 import capsules_keras.routing._votes as votes_module
-from capsules_keras import dynamic_routing, safe_norm, squash
+from capsules_keras import dynamic_routing, exponential_squash, safe_norm, squash
 from capsules_keras.routing.dynamic import route_votes
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
@@ -174,3 +174,45 @@ def test_every_vote_layout_matches_reference(layout, iterations):
     v_ref, c_ref = ref.routing(u_hat, iterations)
     np.testing.assert_allclose(ops.convert_to_numpy(v), v_ref, **TOLERANCE)
     np.testing.assert_allclose(ops.convert_to_numpy(c), c_ref, **TOLERANCE)
+
+
+@pytest.mark.parametrize(
+    "squash_fn, reference_squash",
+    [(squash, ref.squash), (exponential_squash, ref.exponential_squash)],
+    ids=["sabour", "exponential"],
+)
+@pytest.mark.parametrize("iterations", [1, 2, 3])
+def test_written_routing_gradient_matches_the_references_derivative(
+    squash_fn, reference_squash, iterations
+):
+    """The votes' gradient written out (`dynamic._route_with_gradient`, on
+    the einsum layout that torch routes with) against central differences of
+    the float64 NumPy reference, and against autodiff with the votes'
+    gradient stopped in all but the last iteration."""
+    layout = votes_module._EINSUM
+    u_hat = random_votes(batch=2, in_caps=5, out_caps=3, out_dim=4, seed=11)
+    weights = random_votes(batch=2, in_caps=1, out_caps=3, out_dim=4, seed=12)[:, 0]
+    to_layout = layout.permutation
+
+    def route(u, stop=False, written=layout):
+        v = route_votes(
+            ops.transpose(u, to_layout), written, iterations, stop, False, squash_fn
+        )
+        return v * ops.convert_to_tensor(weights)
+
+    def reference(u):
+        v, _ = ref.routing(u, iterations, squash_fn=reference_squash)
+        return (v * weights).sum()
+
+    np.testing.assert_allclose(
+        gradient(route, u_hat),
+        central_differences(reference, u_hat),
+        rtol=1e-3,
+        atol=1e-5,
+    )
+    autodiff = layout._replace(outer_sum=None)
+    np.testing.assert_allclose(
+        gradient(lambda u: route(u, stop=True), u_hat),
+        gradient(lambda u: route(u, stop=True, written=autodiff), u_hat),
+        **TOLERANCE,
+    )

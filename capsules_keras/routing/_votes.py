@@ -35,6 +35,11 @@ class VoteLayout(NamedTuple):
     weighted_sum: Callable
     # a[b,i,j] = sum_m v[b,j,m] u_hat[b,i,j,m], returned in this layout
     agreement: Callable
+    # g[b,i,j,m] = sum_k rows[k][b,i,j] factors[k][b,j,m] in this layout, from
+    # lists of k tensors shaped as the logits and as v: the votes' gradient,
+    # for routing's written-out gradient; None where autodiff's is faster
+    # (see `vote_layout`).
+    outer_sum: Callable = None
 
 
 def _votes_child_major(kernel, u):
@@ -72,6 +77,9 @@ _EINSUM = VoteLayout(
     parent_axis=1,
     weighted_sum=lambda c, votes: ops.einsum("bji,bjim->bjm", c, votes),
     agreement=lambda v, votes: ops.einsum("bjm,bjim->bji", v, votes),
+    outer_sum=lambda rows, factors: ops.einsum(
+        "bjik,bjkm->bjim", ops.stack(rows, -1), ops.stack(factors, 2)
+    ),
 )
 
 _ELEMENTWISE = VoteLayout(
@@ -100,6 +108,13 @@ def vote_layout():
       a non-last axis is 20x faster there), batched matmul 1.13, elementwise
       1.20; under torch.compile: elementwise 0.46, einsum 0.52, batched
       matmul 0.53.
+
+    Only the einsum layout (torch eager) has an `outer_sum`, and so routes
+    with the votes' gradient written out (`dynamic._route_with_gradient`):
+    it took torch eager from 0.84 to 0.49 (366 -> 224 ms), but XLA fuses
+    autodiff's passes itself, and written out it was slower there: jax
+    176 -> 183 ms, tensorflow's graph 143 -> 155 ms and XLA 109 -> 122 ms
+    (benchmarks/routing-written-gradient/).
     """
     if keras.backend.backend() != "torch":
         return _BATCHED_MATMUL

@@ -3,7 +3,7 @@
 from keras import ops
 
 from capsules_keras._checks import check_positive_int
-from capsules_keras.ops import squash
+from capsules_keras.ops import squash, squash_backward
 from capsules_keras.routing._votes import check_votes, vote_layout
 
 
@@ -84,8 +84,44 @@ def route_votes(
     fastest on the backend, and calls this; the arguments are as in
     `dynamic_routing`, whose checks it skips.
     """
+    backward = squash_backward(squash_fn)
+    if layout.outer_sum is None or backward is None or return_coupling:
+        # Differentiated op by op: where that is faster (see `vote_layout`),
+        # for another squash, or with the coupling returned too (a second
+        # output, which torch's custom gradient cannot have).
+        routing_votes = ops.stop_gradient(votes) if stop_gradient_votes else votes
+        couplings, _, outputs = _iterate(
+            votes, routing_votes, layout, iterations, squash_fn
+        )
+        v, c = outputs[-1], couplings[-1]
+    else:
+        v = _route_with_gradient(
+            votes, layout, iterations, stop_gradient_votes, squash_fn, backward
+        )
+    if not return_coupling:
+        return v
+    if c is None:  # a single iteration: the uniform coupling
+        c = _uniform_coupling(votes, layout)
+    # The coupling in this layout -> (b, i, j).
+    inverse = [layout.permutation.index(axis) for axis in range(3)]
+    return v, ops.transpose(c, inverse)
+
+
+def _uniform_coupling(votes, layout):
+    """c_ij = 1 / num_parents, shaped as the logits in `layout`."""
     num_parents = votes.shape[layout.permutation.index(2)]
-    routing_votes = ops.stop_gradient(votes) if stop_gradient_votes else votes
+    return ops.full_like(votes[..., 0], 1.0 / num_parents, dtype="float32")
+
+
+def _iterate(votes, routing_votes, layout, iterations, squash_fn):
+    """The routing loop: per iteration, the coupling `c` (None for the
+    first, uniform one), the parents' inputs `s` and their outputs `v`.
+
+    `routing_votes` (the votes, or the votes behind a stop-gradient) are used
+    in all but the last iteration.
+    """
+    num_parents = votes.shape[layout.permutation.index(2)]
+    couplings, inputs, outputs = [], [], []
     # The logits b_ij start at zero, so the first coupling is uniform,
     # c_ij = 1 / num_parents, and needs no softmax. Later logits accumulate
     # agreements; they stay float32 even for float16/bfloat16 votes, so the
@@ -105,14 +141,77 @@ def route_votes(
             s = layout.weighted_sum(ops.cast(c, current.dtype), current)  # (b, j, m)
         # v_j = squash(s_j)
         v = squash_fn(s)  # (b, j, m)
+        couplings.append(c)
+        inputs.append(s)
+        outputs.append(v)
         if not last:
             # b_ij <- b_ij + u_hat_j|i . v_j
             agreement = ops.cast(layout.agreement(v, current), "float32")
             logits = agreement if logits is None else logits + agreement
-    if not return_coupling:
-        return v
-    if c is None:  # a single iteration: the uniform coupling
-        c = ops.full_like(votes[..., 0], 1.0 / num_parents, dtype="float32")
-    # The coupling in this layout -> (b, i, j).
-    inverse = [layout.permutation.index(axis) for axis in range(3)]
-    return v, ops.transpose(c, inverse)
+    return couplings, inputs, outputs
+
+
+def _route_with_gradient(
+    votes, layout, iterations, stop_gradient_votes, squash_fn, squash_grad
+):
+    """The parents `v` of `_iterate`, with the votes' gradient written out.
+
+    Autodiff takes the votes' gradient one operation at a time: every
+    contraction with the votes (a weighted sum or an agreement per
+    iteration) adds an outer product of the votes' size, and the sums of
+    those are more passes over the votes. Routing is memory-bound, so the
+    passes are its time. Backward through the iterations `t = r, ..., 1`:
+
+    ```
+    g_s_t = squash'(s_t) g_v_t                  g_v_r: the upstream gradient
+    g_c_t = sum_m u_hat g_s_t                   (t > 1)
+    g_a_{t-1} = sum_{t' >= t} softmax'(c_t') g_c_t'
+    g_v_{t-1} = sum_i g_a_{t-1} u_hat
+    g_u_hat[b,i,j,m] = sum_t c_t[b,i,j] g_s_t[b,j,m] + sum_{t<r} g_a_t[b,i,j] v_t[b,j,m]
+    ```
+
+    The last line is one batched product with `2r - 1` terms instead of
+    `2r - 1` outer products and their sums. With `stop_gradient_votes` only
+    the last iteration's term reaches the votes.
+    """
+
+    @ops.custom_gradient
+    def forward(votes):
+        couplings, inputs, outputs = _iterate(
+            votes, votes, layout, iterations, squash_fn
+        )
+
+        def gradient(*args, upstream=None):
+            if upstream is None:  # jax and tensorflow pass it by position
+                (upstream,) = args
+            rows, factors = [], []
+            g_v = upstream
+            g_logits = None  # g_a_{t-1}: the gradient of the logits of t
+            for t in reversed(range(iterations)):
+                c = couplings[t]
+                g_s = squash_grad(inputs[t], g_v)
+                rows.append(_uniform_coupling(votes, layout) if c is None else c)
+                factors.append(g_s)
+                if c is None or stop_gradient_votes:
+                    break
+                g_c = ops.cast(
+                    layout.agreement(ops.cast(g_s, votes.dtype), votes), "float32"
+                )
+                # The softmax over the parents, backward.
+                g_c = c * (
+                    g_c - ops.sum(c * g_c, axis=layout.parent_axis, keepdims=True)
+                )
+                g_logits = g_c if g_logits is None else g_logits + g_c
+                # a_{t-1} = u_hat . v_{t-1}, backward.
+                g_v = layout.weighted_sum(ops.cast(g_logits, votes.dtype), votes)
+                rows.append(g_logits)
+                factors.append(outputs[t - 1])
+            dtype = votes.dtype
+            return layout.outer_sum(
+                [ops.cast(row, dtype) for row in rows],
+                [ops.cast(factor, dtype) for factor in factors],
+            )
+
+        return outputs[-1], gradient
+
+    return forward(votes)
