@@ -54,6 +54,22 @@ def _votes_child_major(kernel, u):
     return ops.reshape(votes, (in_caps, -1, out_caps, out_dim))  # (i, b, j, m)
 
 
+def _votes_parent_major(kernel, u):
+    """u_hat as (b, j, i, m), stored in that order.
+
+    torch's einsum returns the votes as a view of its child-major product,
+    each child's votes a batch apart in memory; reshaping through
+    (b, j, i * m) copies them into their own order once. On torch eager the
+    routing's contractions over the children then read the votes in order:
+    DigitCaps(10, 16) forward+backward at batch 128 took 186-196 ms against
+    224-259 ms on the view (benchmarks/routing-written-gradient/).
+    """
+    in_caps, out_caps, _, out_dim = kernel.shape
+    votes = ops.einsum("ijnm,bin->bjim", kernel, u)
+    votes = ops.reshape(votes, (-1, out_caps, in_caps * out_dim))
+    return ops.reshape(votes, (-1, out_caps, in_caps, out_dim))
+
+
 _BATCHED_MATMUL = VoteLayout(
     permutation=(0, 2, 1, 3),  # votes (b, j, i, m), logits (b, j, i)
     # (i, b, j, m) -> (b, j, i, m)
@@ -72,7 +88,7 @@ _BATCHED_MATMUL = VoteLayout(
 
 _EINSUM = VoteLayout(
     permutation=(0, 2, 1, 3),  # votes (b, j, i, m), logits (b, j, i)
-    votes=lambda kernel, u: ops.einsum("ijnm,bin->bjim", kernel, u),
+    votes=_votes_parent_major,
     child_axis=2,
     parent_axis=1,
     weighted_sum=lambda c, votes: ops.einsum("bji,bjim->bjm", c, votes),
