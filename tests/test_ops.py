@@ -182,27 +182,39 @@ def test_every_vote_layout_matches_reference(layout, iterations):
     ids=["sabour", "exponential"],
 )
 @pytest.mark.parametrize("iterations", [1, 2, 3])
+@pytest.mark.parametrize("return_coupling", [False, True], ids=["v", "v_and_c"])
 def test_written_routing_gradient_matches_the_references_derivative(
-    squash_fn, reference_squash, iterations
+    squash_fn, reference_squash, iterations, return_coupling
 ):
     """The votes' gradient written out (`dynamic._route_with_gradient`, on
     the einsum layout that torch routes with) against central differences of
     the float64 NumPy reference, and against autodiff with the votes'
-    gradient stopped in all but the last iteration."""
+    gradient stopped in all but the last iteration. With `return_coupling`
+    the loss also weighs the returned coupling."""
     layout = votes_module._EINSUM
     u_hat = random_votes(batch=2, in_caps=5, out_caps=3, out_dim=4, seed=11)
-    weights = random_votes(batch=2, in_caps=1, out_caps=3, out_dim=4, seed=12)[:, 0]
-    to_layout = layout.permutation
+    v_weights = random_votes(batch=2, in_caps=1, out_caps=3, out_dim=4, seed=12)[:, 0]
+    c_weights = random_votes(batch=2, in_caps=5, out_caps=3, out_dim=1, seed=13)[..., 0]
+    v_tensor = ops.convert_to_tensor(v_weights)
+    c_tensor = ops.convert_to_tensor(c_weights)
 
     def route(u, stop=False, written=layout):
-        v = route_votes(
-            ops.transpose(u, to_layout), written, iterations, stop, False, squash_fn
+        routed = route_votes(
+            ops.transpose(u, layout.permutation),
+            written,
+            iterations,
+            stop,
+            return_coupling,
+            squash_fn,
         )
-        return v * ops.convert_to_tensor(weights)
+        if not return_coupling:
+            return ops.sum(routed * v_tensor)
+        v, c = routed
+        return ops.sum(v * v_tensor) + ops.sum(c * c_tensor)
 
     def reference(u):
-        v, _ = ref.routing(u, iterations, squash_fn=reference_squash)
-        return (v * weights).sum()
+        v, c = ref.routing(u, iterations, squash_fn=reference_squash)
+        return (v * v_weights).sum() + return_coupling * (c * c_weights).sum()
 
     np.testing.assert_allclose(
         gradient(route, u_hat),

@@ -85,18 +85,23 @@ def route_votes(
     `dynamic_routing`, whose checks it skips.
     """
     backward = squash_backward(squash_fn)
-    if layout.outer_sum is None or backward is None or return_coupling:
+    if layout.outer_sum is None or backward is None:
         # Differentiated op by op: where that is faster (see `vote_layout`),
-        # for another squash, or with the coupling returned too (a second
-        # output, which torch's custom gradient cannot have).
+        # or for a squash whose gradient is not written out.
         routing_votes = ops.stop_gradient(votes) if stop_gradient_votes else votes
         couplings, _, outputs = _iterate(
             votes, routing_votes, layout, iterations, squash_fn
         )
         v, c = outputs[-1], couplings[-1]
     else:
-        v = _route_with_gradient(
-            votes, layout, iterations, stop_gradient_votes, squash_fn, backward
+        v, c = _route_with_gradient(
+            votes,
+            layout,
+            iterations,
+            stop_gradient_votes,
+            return_coupling,
+            squash_fn,
+            backward,
         )
     if not return_coupling:
         return v
@@ -152,9 +157,16 @@ def _iterate(votes, routing_votes, layout, iterations, squash_fn):
 
 
 def _route_with_gradient(
-    votes, layout, iterations, stop_gradient_votes, squash_fn, squash_grad
+    votes,
+    layout,
+    iterations,
+    stop_gradient_votes,
+    return_coupling,
+    squash_fn,
+    squash_grad,
 ):
-    """The parents `v` of `_iterate`, with the votes' gradient written out.
+    """`v` and `c` of `_iterate`'s last iteration, the votes' gradient
+    written out; `c` is None unless `return_coupling` and `iterations > 1`.
 
     Autodiff takes the votes' gradient one operation at a time: every
     contraction with the votes (a weighted sum or an agreement per
@@ -172,8 +184,15 @@ def _route_with_gradient(
 
     The last line is one batched product with `2r - 1` terms instead of
     `2r - 1` outer products and their sums. With `stop_gradient_votes` only
-    the last iteration's term reaches the votes.
+    the last iteration's term reaches the votes. A returned coupling `c_r`
+    adds its upstream gradient to `g_c_r`.
+
+    torch's custom gradient takes one output, so `v` and `c_r` leave packed
+    side by side in float32 (`c` in this layout shares the leading `(b, j)`
+    axes of `v`).
     """
+    size = votes.shape[-1]
+    packed = return_coupling and iterations > 1
 
     @ops.custom_gradient
     def forward(votes):
@@ -185,7 +204,7 @@ def _route_with_gradient(
             if upstream is None:  # jax and tensorflow pass it by position
                 (upstream,) = args
             rows, factors = [], []
-            g_v = upstream
+            g_v = upstream[..., :size] if packed else upstream
             g_logits = None  # g_a_{t-1}: the gradient of the logits of t
             for t in reversed(range(iterations)):
                 c = couplings[t]
@@ -197,6 +216,8 @@ def _route_with_gradient(
                 g_c = ops.cast(
                     layout.agreement(ops.cast(g_s, votes.dtype), votes), "float32"
                 )
+                if packed and t == iterations - 1:
+                    g_c = g_c + ops.cast(upstream[..., size:], "float32")
                 # The softmax over the parents, backward.
                 g_c = c * (
                     g_c - ops.sum(c * g_c, axis=layout.parent_axis, keepdims=True)
@@ -212,6 +233,12 @@ def _route_with_gradient(
                 [ops.cast(factor, dtype) for factor in factors],
             )
 
-        return outputs[-1], gradient
+        if not packed:
+            return outputs[-1], gradient
+        v = ops.cast(outputs[-1], "float32")
+        return ops.concatenate([v, couplings[-1]], axis=-1), gradient
 
-    return forward(votes)
+    if not packed:
+        return forward(votes), None
+    both = forward(votes)
+    return ops.cast(both[..., :size], votes.dtype), both[..., size:]
