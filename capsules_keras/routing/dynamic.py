@@ -84,8 +84,7 @@ def route_votes(
     fastest on the backend, and calls this; the arguments are as in
     `dynamic_routing`, whose checks it skips.
     """
-    backward = squash_backward(squash_fn)
-    if layout.outer_sum is None or backward is None:
+    if layout.outer_sum is None or squash_backward(squash_fn) is None:
         # Differentiated op by op: where that is faster (see `vote_layout`),
         # or for a squash whose gradient is not written out.
         routing_votes = ops.stop_gradient(votes) if stop_gradient_votes else votes
@@ -95,13 +94,7 @@ def route_votes(
         v, c = outputs[-1], couplings[-1]
     else:
         v, c = _route_with_gradient(
-            votes,
-            layout,
-            iterations,
-            stop_gradient_votes,
-            return_coupling,
-            squash_fn,
-            backward,
+            votes, layout, iterations, stop_gradient_votes, return_coupling, squash_fn
         )
     if not return_coupling:
         return v
@@ -157,13 +150,7 @@ def _iterate(votes, routing_votes, layout, iterations, squash_fn):
 
 
 def _route_with_gradient(
-    votes,
-    layout,
-    iterations,
-    stop_gradient_votes,
-    return_coupling,
-    squash_fn,
-    squash_grad,
+    votes, layout, iterations, stop_gradient_votes, return_coupling, squash_fn
 ):
     """`v` and `c` of `_iterate`'s last iteration, the votes' gradient
     written out; `c` is None unless `return_coupling` and `iterations > 1`.
@@ -193,6 +180,7 @@ def _route_with_gradient(
     """
     size = votes.shape[-1]
     packed = return_coupling and iterations > 1
+    squash_grad = squash_backward(squash_fn)
 
     @ops.custom_gradient
     def forward(votes):
