@@ -98,16 +98,12 @@ def test_too_small_images_are_refused():
         EfficientCapsNet(image_shape=(10, 10, 1))
 
 
-@pytest.mark.parametrize("contraction", [False, True])
-def test_the_primary_capsules_as_a_contraction_are_the_depthwise_convolution(
-    contraction,
-):
-    # jax on CPU computes them as one contraction (EfficientCapsNet.__init__);
-    # both paths, forced, on every backend, against keras' own convolution.
+def test_the_primary_capsules_as_a_contraction_are_the_depthwise_convolution():
+    # The model computes them as one contraction (EfficientCapsNet.
+    # _primary_capsules); against keras' own convolution with its weights.
     model = EfficientCapsNet()
     depthwise, reshape, squash = model.primary_caps.layers
     depthwise.bias.assign(random(128, seed=1))
-    model._depthwise_as_contraction = contraction
     features = random(4, 9, 9, 128)
 
     def keras_own(x):

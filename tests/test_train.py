@@ -523,5 +523,9 @@ def test_default_jit_compile_is_chosen_per_backend_and_model():
     # Matrix capsules: XLA on tensorflow too (their step is the routing loop).
     assert training.default_jit_compile("tensorflow", model="em") is True
     assert training.default_jit_compile("torch", model="em") is False
+    # Efficient-CapsNet: XLA on tensorflow (its primary capsules are a
+    # contraction, its convolutions small).
+    assert training.default_jit_compile("tensorflow", model="efficient") is True
+    assert training.default_jit_compile("torch", model="efficient") is False
     with pytest.raises(ValueError, match="'lenet'"):
         training.default_jit_compile(model="lenet")

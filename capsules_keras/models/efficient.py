@@ -6,7 +6,6 @@ from keras import layers, ops
 
 from capsules_keras.layers import Squash
 from capsules_keras.models.vector import VectorCapsNet
-from capsules_keras.ops import jax_on_cpu
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
@@ -96,15 +95,6 @@ class EfficientCapsNet(VectorCapsNet):
             scale_agreement,
             **kwargs,
         )
-        # Backend-specific for a measured reason: on jax on CPU, XLA takes
-        # 44-56 ms for forward + backward of the 9x9 depthwise convolution
-        # over the 9x9 map -- 40-45% of a 109-123 ms training step at batch
-        # 16 -- and 1.5 ms for the same arithmetic as one contraction
-        # (benchmarks/efficient/README.md). The weights stay the
-        # DepthwiseConv2D's, so saved files load either way; torch and
-        # tensorflow keep their own convolution, the path files saved there
-        # were checked against (tests/data/golden).
-        self._depthwise_as_contraction = jax_on_cpu()
         self._add_layers()
 
     def _encoder(self):
@@ -140,10 +130,15 @@ class EfficientCapsNet(VectorCapsNet):
         return keras.Sequential(stack, name="conv"), primary_caps
 
     def _primary_capsules(self, features, training=None):
-        if not self._depthwise_as_contraction:
-            return super()._primary_capsules(features, training)
+        # The depthwise kernel covers the whole map without padding: one dot
+        # product per channel, y[b, c] = sum_hw x[b, h, w, c] k[h, w, c] + b[c],
+        # computed as that contraction on every backend; the weights stay
+        # the DepthwiseConv2D's, so saved files load as before. Measured
+        # (benchmarks/efficient/README.md): XLA on CPU differentiates the
+        # convolution very slowly (jax: 44-56 ms against 1.5 ms for the
+        # contraction; tensorflow with XLA trained the model at 225 images/s
+        # with it, 537 with the contraction); torch eager and tensorflow's
+        # graph train at the same speed either way.
         depthwise, reshape, squash = self.primary_caps.layers
-        # The kernel covers the whole map without padding: one dot product
-        # per channel, y[b, c] = sum_hw x[b, h, w, c] k[h, w, c] + bias[c].
         x = ops.einsum("bhwc,hwc->bc", features, depthwise.kernel[..., 0])
         return squash(reshape(x + depthwise.bias))

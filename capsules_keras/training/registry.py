@@ -162,6 +162,11 @@ MODELS = {
         "Efficient-CapsNet",
         build_efficient,
         options={"routing": "self_attention", **ROUTING_OPTIONS},
+        # Its step is small convolutions and the primary capsules'
+        # contraction, with no strided PrimaryCaps convolution: on
+        # tensorflow, XLA trains it faster than graph mode
+        # (benchmarks/efficient/README.md).
+        jit_compile={"tensorflow": True},
     ),
     # Hinton et al.'s matrix capsules, scaled for 28x28 images (63k
     # parameters): EM routing, the spread loss with its rising margin.
