@@ -37,18 +37,19 @@ MODELS = {
 
 
 def fit_once(name, images, labels):
-    """The compiled model, and a zero-argument callable that fits one epoch."""
+    """A zero-argument callable that fits the model `name` one epoch."""
     network, batch_size, model = MODELS[name]
     keras.utils.set_random_seed(0)
     network = network()
     network.compile(optimizer="adam", jit_compile=default_jit_compile(model=model))
+    return one_epoch(network, images, labels, batch_size)
 
-    def fit():
-        network.fit(
-            images, labels, batch_size=batch_size, epochs=1, shuffle=False, verbose=0
-        )
 
-    return fit
+def one_epoch(network, images, labels, batch_size):
+    """A zero-argument callable that fits the compiled `network` one epoch."""
+    return lambda: network.fit(
+        images, labels, batch_size=batch_size, epochs=1, shuffle=False, verbose=0
+    )
 
 
 def main(argv=None):

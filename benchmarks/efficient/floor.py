@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from bench_models import MODELS, fit_once  # noqa: E402
+from bench_models import MODELS, fit_once, one_epoch  # noqa: E402
 from common import (  # noqa: E402
     add_new_output,
     check_new_output,
@@ -58,13 +58,7 @@ def stack_fit(images, labels, normalized):
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=default_jit_compile(model="efficient"),
     )
-
-    def fit():
-        model.fit(
-            images, labels, batch_size=BATCH_SIZE, epochs=1, shuffle=False, verbose=0
-        )
-
-    return fit
+    return one_epoch(model, images, labels, BATCH_SIZE)
 
 
 def main(argv=None):
