@@ -259,8 +259,7 @@ def jax_on_cpu():
     """Whether Keras runs on jax with CPU devices only.
 
     Where the layers take another path for a measured reason: XLA on CPU
-    differentiates some convolutions very slowly (`PrimaryCaps.build`,
-    `EfficientCapsNet`'s primary capsules).
+    differentiates some convolutions very slowly (`PrimaryCaps.build`).
     """
     return keras.backend.backend() == "jax" and all(
         device.startswith("cpu") for device in keras.distribution.list_devices()
