@@ -36,11 +36,16 @@ MODELS = {
 }
 
 
-def fit_once(name, images, labels):
-    """A zero-argument callable that fits the model `name` one epoch."""
+def fit_once(name, images, labels, adjust=None):
+    """A zero-argument callable that fits the model `name` one epoch.
+
+    `adjust(network)`, if given, changes the built model before it compiles.
+    """
     network, batch_size, model = MODELS[name]
     keras.utils.set_random_seed(0)
     network = network()
+    if adjust is not None:
+        adjust(network)
     network.compile(optimizer="adam", jit_compile=default_jit_compile(model=model))
     return one_epoch(network, images, labels, batch_size)
 

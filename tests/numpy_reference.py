@@ -86,6 +86,34 @@ def layer_norm(x, scale, offset, epsilon=1e-5):
     return (x - mean) / np.sqrt(variance + epsilon) * scale + offset
 
 
+def batch_norm_with(x, mean, variance, scale, offset, axis, epsilon=1e-3):
+    """`(x - mean) / sqrt(variance + epsilon) * scale + offset` along `axis`."""
+    shape = [1] * x.ndim
+    shape[axis] = -1
+
+    def along(values):
+        return np.reshape(values, shape)
+
+    return (x - along(mean)) / np.sqrt(along(variance) + epsilon) * along(
+        scale
+    ) + along(offset)
+
+
+def batch_norm(x, scale, offset, axis, epsilon=1e-3):
+    """Training-mode batch normalisation over every axis but `axis`.
+
+    Returns the output, the batch's mean and its biased variance.
+    """
+    axes = tuple(a for a in range(x.ndim) if a != axis % x.ndim)
+    mean = np.mean(x, axis=axes)
+    variance = np.mean((x - np.expand_dims(mean, axes)) ** 2, axis=axes)
+    return (
+        batch_norm_with(x, mean, variance, scale, offset, axis, epsilon),
+        mean,
+        variance,
+    )
+
+
 def inverted_dot_product_routing(u_hat, iterations, scale, offset, scaled=True):
     """Tsai et al. (2020), parents from zero, LayerNorm'd poses. Returns (v, c).
 

@@ -11,7 +11,11 @@ does (the fastest of `--repeats` rounds):
 - `convolutions`: only Efficient-CapsNet's four `Conv2D` layers, then a
   global average and a 10-way `Dense`, trained with SGD at batch 16.
 - `conv_stack`: the same with each convolution's batch normalisation and
-  ReLU, as Efficient-CapsNet's encoder has them.
+  ReLU, as Efficient-CapsNet's encoder has them
+  (`capsules_keras.layers.BatchNormalization`).
+- `efficient_keras_bn`: Efficient-CapsNet with Keras' own batch
+  normalisation, the fused torch kernel of the package's layer switched
+  off (the same computation as `efficient` on jax and tensorflow).
 
 Both stacks are compiled as Efficient-CapsNet is (`default_jit_compile`).
 Every Efficient-CapsNet training step holds at least the `convolutions`
@@ -37,6 +41,7 @@ from common import (  # noqa: E402
 )
 from keras import layers  # noqa: E402
 
+from capsules_keras.layers import BatchNormalization  # noqa: E402
 from capsules_keras.models import EfficientCapsNet  # noqa: E402
 from capsules_keras.training import default_jit_compile  # noqa: E402
 
@@ -50,7 +55,7 @@ def stack_fit(images, labels, normalized):
     for filters, size, stride in EfficientCapsNet.CONVOLUTIONS:
         stack.append(layers.Conv2D(filters, size, strides=stride))
         if normalized:
-            stack += [layers.BatchNormalization(), layers.ReLU()]
+            stack += [BatchNormalization(), layers.ReLU()]
     stack += [layers.GlobalAveragePooling2D(), layers.Dense(10)]
     model = keras.Sequential(stack)
     model.compile(
@@ -59,6 +64,13 @@ def stack_fit(images, labels, normalized):
         jit_compile=default_jit_compile(model="efficient"),
     )
     return one_epoch(model, images, labels, BATCH_SIZE)
+
+
+def keras_batch_norm(network):
+    """Switch `network`'s batch normalisations to Keras' own computation."""
+    for layer in network.conv.layers:
+        if isinstance(layer, BatchNormalization):
+            layer._fused = lambda *args: False
 
 
 def main(argv=None):
@@ -76,6 +88,9 @@ def main(argv=None):
         "efficient": fit_once("efficient", images, labels),
         "convolutions": stack_fit(images, labels, normalized=False),
         "conv_stack": stack_fit(images, labels, normalized=True),
+        "efficient_keras_bn": fit_once(
+            "efficient", images, labels, adjust=keras_batch_norm
+        ),
     }
     timed = interleaved_medians(candidates, args.repeats, warmup=1)
     capsnet_rate = args.images / timed["capsnet"]["min_ms"]
@@ -94,7 +109,7 @@ def main(argv=None):
         }
         rows.append(row)
         print(
-            f"{row['backend']:<11}{name:<13}{row['images_per_s']:7.1f} images/s  "
+            f"{row['backend']:<11}{name:<19}{row['images_per_s']:7.1f} images/s  "
             f"{row['ratio_to_capsnet']:.2f}x capsnet  "
             f"{row['ms_per_16_images']:5.1f} ms per 16 images "
             f"(5x needs {budget_ms:.1f})"

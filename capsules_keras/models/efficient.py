@@ -4,7 +4,7 @@ capsules, self-attention routing."""
 import keras
 from keras import layers, ops
 
-from capsules_keras.layers import Squash
+from capsules_keras.layers import BatchNormalization, Squash
 from capsules_keras.models.vector import VectorCapsNet
 
 
@@ -109,7 +109,8 @@ class EfficientCapsNet(VectorCapsNet):
                     kernel_initializer="he_normal",
                     name=f"conv{k}",
                 ),
-                layers.BatchNormalization(name=f"bn{k}"),
+                # Keras' own, fused on torch (1.09x faster training there).
+                BatchNormalization(name=f"bn{k}"),
                 layers.ReLU(name=f"relu{k}"),
             ]
             height, width = (height - size) // stride + 1, (width - size) // stride + 1
