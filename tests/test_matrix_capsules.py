@@ -26,6 +26,7 @@ from capsules_keras import (
     em_routing,
     spread_loss,
 )
+from capsules_keras.routing.em import route_parent_major
 
 
 def uniform(*shape, seed=0):
@@ -56,6 +57,15 @@ def test_em_routing_matches_reference(iterations):
     np.testing.assert_allclose(numpy(r).sum(-1), 1.0, atol=1e-6)
     if iterations > 1:  # the E-step moved the assignments away from uniform
         assert np.abs(numpy(r) - 1 / 3).max() > 1e-2
+
+
+def test_parent_major_routing_takes_numpy_arrays_as_em_routing_does():
+    votes = random(2, 3, 6, 16, seed=1)  # parent-major: 3 parents, 6 children
+    activations = uniform(2, 6, seed=2)
+    routed = route_parent_major(votes, activations, 0.5, -0.5, 2, 1.5, 1e-4)
+    expected = em_routing(np.swapaxes(votes, 1, 2), activations, 0.5, -0.5, 2, 1.5)
+    for value, reference in zip(routed, expected, strict=True):
+        np.testing.assert_allclose(numpy(value), numpy(reference), atol=1e-6)
 
 
 @pytest.mark.parametrize("iterations", [1, 3])

@@ -192,6 +192,7 @@ def route_parent_major(
     check_positive_int("iterations", iterations)
     check_positive_number("inverse_temperature", inverse_temperature)
     check_positive_number("epsilon", epsilon)
+    votes = ops.convert_to_tensor(votes)
     num_parents = votes.shape[1]
     beta_u = _check_betas("beta_u", beta_u, num_parents)
     beta_a = _check_betas("beta_a", beta_a, num_parents)
