@@ -5,7 +5,12 @@ from keras import initializers, layers, ops
 
 from capsules_keras._checks import check_image_shape, check_positive_int
 from capsules_keras.inputs import prepare_images
-from capsules_keras.layers import ClassMatrixCaps, ConvMatrixCaps, PrimaryMatrixCaps
+from capsules_keras.layers import (
+    BatchNormalization,
+    ClassMatrixCaps,
+    ConvMatrixCaps,
+    PrimaryMatrixCaps,
+)
 from capsules_keras.losses import SpreadLoss
 from capsules_keras.models.base import CapsuleModel
 from capsules_keras.routing.em import POSE_SIZE
@@ -125,7 +130,7 @@ class MatrixCapsNet(CapsuleModel):
         }
         primary, first, second = capsule_types
         self.conv = layers.Conv2D(conv_filters, 5, strides=2, name="conv")
-        self.batch_norm = layers.BatchNormalization(momentum=0.9, name="batch_norm")
+        self.batch_norm = BatchNormalization(momentum=0.9, name="batch_norm")
         self.relu = layers.ReLU(name="relu")
         self.primary_caps = PrimaryMatrixCaps(primary, name="primary_caps")
         self.conv_caps_1 = ConvMatrixCaps(first, 3, 2, name="conv_caps_1", **routing)
