@@ -24,8 +24,8 @@ class BatchNormalization(keras.layers.BatchNormalization):
     tensorflow this layer is Keras' own.
 
     Everything else (inference, a frozen layer, masks, renormalisation,
-    float16 inputs, one value per channel) is Keras' own computation on
-    every backend.
+    float16 and bfloat16, one value per channel) is Keras' own computation
+    on every backend.
     """
 
     def call(self, inputs, training=None, mask=None):
@@ -37,8 +37,8 @@ class BatchNormalization(keras.layers.BatchNormalization):
         num_channels = channels_first.shape[1]
         # torch writes the batch's mean and its unbiased variance into these
         # with momentum 1; Keras' moving variance takes the biased one.
-        mean = torch.zeros(num_channels, dtype=inputs.dtype)
-        variance = torch.zeros(num_channels, dtype=inputs.dtype)
+        mean = torch.zeros(num_channels, dtype=inputs.dtype, device=inputs.device)
+        variance = torch.zeros_like(mean)
         outputs = torch.nn.functional.batch_norm(
             channels_first,
             mean,
