@@ -5,7 +5,9 @@
 Each model as the trainer builds it by default (the paper's CapsNet,
 Efficient-CapsNet, MatrixCapsNet with EM routing), at its preset's batch
 size (100, 16, 32), compiled with the trainer's `--jit-compile auto`
-(`capsules_keras.training.default_jit_compile`), trained with a plain `fit`
+(`capsules_keras.training.default_jit_compile`; `--run-images` says how
+long a run it compiles for: Efficient-CapsNet compiles on torch only for
+long runs), trained with a plain `fit`
 on arrays of random images and labels for one epoch of `--images` images.
 All models are timed interleaved in this one process after a warm-up fit
 each (`interleaved_medians`); images/s are from the fastest round, as the
@@ -36,17 +38,20 @@ MODELS = {
 }
 
 
-def fit_once(name, images, labels, adjust=None):
+def fit_once(name, images, labels, adjust=None, run_images=None):
     """A zero-argument callable that fits the model `name` one epoch.
 
-    `adjust(network)`, if given, changes the built model before it compiles.
+    `adjust(network)`, if given, changes the built model before it compiles;
+    it compiles as the trainer's `--jit-compile auto` would for a run of
+    `run_images` training images (`default_jit_compile`).
     """
     network, batch_size, model = MODELS[name]
     keras.utils.set_random_seed(0)
     network = network()
     if adjust is not None:
         adjust(network)
-    network.compile(optimizer="adam", jit_compile=default_jit_compile(model=model))
+    jit_compile = default_jit_compile(model=model, images=run_images)
+    network.compile(optimizer="adam", jit_compile=jit_compile)
     return one_epoch(network, images, labels, batch_size)
 
 
@@ -62,12 +67,22 @@ def main(argv=None):
     parser.add_argument("--images", type=int, default=400, help="images per fit")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument(
+        "--run-images",
+        type=int,
+        help="compile each model as the trainer would for a run of this many "
+        "training images (e.g. 6000000, the paper preset's 100 epochs); "
+        "default: as for a run of unknown length",
+    )
     parser.add_argument("--out", help="write the results to this JSON file")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     images = rng.random((args.images, 28, 28, 1), dtype="float32")
     labels = rng.integers(0, 10, args.images)
-    candidates = {name: fit_once(name, images, labels) for name in args.models}
+    candidates = {
+        name: fit_once(name, images, labels, run_images=args.run_images)
+        for name in args.models
+    }
     timed = interleaved_medians(candidates, args.repeats, warmup=1)
     rows = []
     for name, stats in timed.items():
@@ -76,7 +91,9 @@ def main(argv=None):
                 "model": name,
                 "backend": keras.backend.backend(),
                 "batch_size": MODELS[name][1],
-                "jit_compile": default_jit_compile(model=MODELS[name][2]),
+                "jit_compile": default_jit_compile(
+                    model=MODELS[name][2], images=args.run_images
+                ),
                 "images_per_s": 1000 * args.images / stats["min_ms"],
                 "median_images_per_s": 1000 * args.images / stats["median_ms"],
                 **stats,

@@ -527,5 +527,15 @@ def test_default_jit_compile_is_chosen_per_backend_and_model():
     # contraction, its convolutions small).
     assert training.default_jit_compile("tensorflow", model="efficient") is True
     assert training.default_jit_compile("torch", model="efficient") is False
+    # ... and torch.compile on torch, from two epochs of 60,000 digits on.
+    short, long = 119_999, 120_000
+    assert training.default_jit_compile("torch", "efficient", images=short) is False
+    assert training.default_jit_compile("torch", "efficient", images=long) is True
+    assert training.default_jit_compile("torch", "capsnet", images=10**8) is False
+    assert training.default_jit_compile("tensorflow", "capsnet", images=long) is False
+    assert training.default_jit_compile("jax", "efficient", images=0) is True
     with pytest.raises(ValueError, match="'lenet'"):
         training.default_jit_compile(model="lenet")
+    for images in (-1, 2.5, True, "many"):
+        with pytest.raises(ValueError, match=f"images={images!r}"):
+            training.default_jit_compile("torch", "efficient", images=images)

@@ -94,7 +94,9 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
         decay_rate=settings["lr_decay"],
         staircase=True,
     )
-    auto = default_jit_compile(model=settings["model"])
+    auto = default_jit_compile(
+        model=settings["model"], images=settings["epochs"] * images_per_epoch
+    )
     jit = {"auto": auto, "on": True, "off": False}[settings["jit_compile"]]
     model.compile(
         optimizer=keras.optimizers.Adam(schedule),
