@@ -8,7 +8,8 @@ size (100, 16, 32), compiled with the trainer's `--jit-compile auto`
 (`capsules_keras.training.default_jit_compile`; `--run-images` says how
 long a run it compiles for: Efficient-CapsNet compiles on torch only for
 long runs), trained with a plain `fit`
-on arrays of random images and labels for one epoch of `--images` images.
+on random images and labels, fed as the trainer feeds MNIST (`one_epoch`),
+for one epoch of `--images` images.
 All models are timed interleaved in this one process after a warm-up fit
 each (`interleaved_medians`); images/s are from the fastest round, as the
 issue that asked for them measured. Efficient-CapsNet does about 6x less
@@ -27,8 +28,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from common import interleaved_medians, write_results  # noqa: E402
 
+from capsules_keras.data import get_dataset  # noqa: E402
 from capsules_keras.models import CapsNet, EfficientCapsNet, MatrixCapsNet  # noqa: E402
-from capsules_keras.training import default_jit_compile  # noqa: E402
+from capsules_keras.training import default_jit_compile, training_data  # noqa: E402
 
 #: name: (model class, batch size of its preset, the trainer's --model)
 MODELS = {
@@ -56,10 +58,15 @@ def fit_once(name, images, labels, adjust=None, run_images=None):
 
 
 def one_epoch(network, images, labels, batch_size):
-    """A zero-argument callable that fits the compiled `network` one epoch."""
-    return lambda: network.fit(
-        images, labels, batch_size=batch_size, epochs=1, shuffle=False, verbose=0
-    )
+    """A zero-argument callable that fits the compiled `network` one epoch.
+
+    The images come as the trainer feeds MNIST (`training_data`): arrays in
+    Keras' shuffled batches on jax and torch, a tf.data pipeline without
+    autotuning on tensorflow, where arrays make the end of every pass wait
+    for tf.data's tuning thread (`capsules_keras.data.feed`).
+    """
+    data, kwargs = training_data(get_dataset("mnist"), images, labels, batch_size)
+    return lambda: network.fit(data, epochs=1, verbose=0, **kwargs)
 
 
 def main(argv=None):

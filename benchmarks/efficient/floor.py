@@ -4,8 +4,8 @@
 
 The issue asks Efficient-CapsNet to train at >= 5x the CapsNet's images/s.
 Its four convolutions are 60 of its 63 forward MFLOP per image. Timed
-interleaved in one process, `fit` on random arrays as `bench_models.py`
-does (the fastest of `--repeats` rounds):
+interleaved in one process, `fit` on random images fed as `bench_models.py`
+feeds them (the fastest of `--repeats` rounds):
 
 - `capsnet`, `efficient`: the two models, as `bench_models.py` builds them.
 - `convolutions`: only Efficient-CapsNet's four `Conv2D` layers, then a
