@@ -10,7 +10,7 @@ Both are timed interleaved in this one process (see `interleaved_medians`).
 Each row says whether its mode is the backend's default path (`DEFAULT_MODE`:
 what `Model.fit` runs without flags on a CPU); tensorflow also times its graph
 with the routing left uncompiled (the default path before
-`capsules_keras.routing._votes.compile_routing`), side by side.
+`capsules_keras.routing._fast.compile_routing`), side by side.
 The loss for the backward pass is sum(v ** 2), gradients w.r.t. the weight
 and the input capsules.
 """
@@ -28,8 +28,7 @@ from common import interleaved_medians, machine, write_json  # noqa: E402
 from reference import Router, device, synchronize  # noqa: E402
 
 from capsules_keras import DigitCaps, squash  # noqa: E402
-from capsules_keras.routing._votes import vote_layout  # noqa: E402
-from capsules_keras.routing.dynamic import route_votes  # noqa: E402
+from capsules_keras.routing._fast import route_votes, vote_layout  # noqa: E402
 
 #: The mode of each backend that `Model.fit` and the trainer use by default
 #: on a CPU (jax: XLA; tensorflow: a graph, in which `DigitCaps` compiles its
@@ -72,7 +71,7 @@ def our_functions(layer, u):
             """The layer's call without `compile_routing`."""
             votes = layout.votes(kernel.value, x)
             iterations = layer.routing_iterations
-            return route_votes(votes, layout, iterations, False, False, squash)
+            return route_votes(votes, layout, iterations, False, False)
 
         modes = {}
         for mode, xla, call in (

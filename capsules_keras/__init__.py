@@ -1,7 +1,11 @@
-"""Capsule Networks with dynamic routing (Sabour et al. 2017) in Keras 3.
+"""Capsule networks and their routing algorithms in Keras 3.
 
-Written once in `keras.ops`, so it runs on the torch, jax and tensorflow
-backends alike.
+Dynamic routing (Sabour et al. 2017), self-attention routing with
+Efficient-CapsNet (Mazzia et al. 2021), inverted dot-product attention
+routing (Tsai et al. 2020), and matrix capsules with EM routing (Hinton,
+Sabour & Frosst 2018). Written once in `keras.ops`, so it runs on the torch,
+jax and tensorflow backends alike; where one backend takes a faster path to
+the same result, the reason is measured (docs/design-decisions.md).
 """
 
 from capsules_keras.layers import (

@@ -1,6 +1,6 @@
 """Capsule operations in pure `keras.ops`: squash, safe length, layer norm, patches.
 
-Indices follow Sabour et al. (2017) and `DESIGN.md`: `b` = batch, `i` = lower
+Indices follow Sabour et al. (2017): `b` = batch, `i` = lower
 (child) capsule, `j` = higher (parent) capsule, `n` = child dimension,
 `m` = parent dimension.
 
@@ -16,7 +16,7 @@ import functools
 import keras
 from keras import ops
 
-from capsules_keras._checks import check_positive_number
+from capsules_keras._checks import check_axis, check_positive_number
 
 #: Added to squared norms inside the square root, so that the length and its
 #: gradient stay finite at the zero vector (d sqrt(x)/dx is infinite at x = 0).
@@ -51,6 +51,7 @@ def safe_norm(x, axis=-1, keepdims=False, epsilon=EPSILON):
     """
     check_positive_number("epsilon", epsilon)
     x = ops.convert_to_tensor(x)
+    check_axis("axis", axis, len(x.shape))
     squared = ops.sum(ops.square(float32_if_reduced(x)), axis=axis, keepdims=keepdims)
     return ops.cast(ops.sqrt(squared + epsilon), x.dtype)
 
@@ -80,6 +81,7 @@ def squash(s, axis=-1, epsilon=EPSILON):
     """
     check_positive_number("epsilon", epsilon)
     s = ops.convert_to_tensor(s)
+    check_axis("axis", axis, len(s.shape))
     s32 = float32_if_reduced(s)
     squared_norm = ops.sum(ops.square(s32), axis=axis, keepdims=True)
     # One fused scale factor: |s|^2 / ((1 + |s|^2) * sqrt(|s|^2 + eps)).
@@ -105,65 +107,24 @@ def exponential_squash(s, axis=-1, epsilon=EPSILON):
     """
     check_positive_number("epsilon", epsilon)
     s = ops.convert_to_tensor(s)
+    check_axis("axis", axis, len(s.shape))
     s32 = float32_if_reduced(s)
     norm = ops.sqrt(ops.sum(ops.square(s32), axis=axis, keepdims=True) + epsilon)
     return ops.cast((1.0 - ops.exp(-norm)) / norm * s32, s.dtype)
 
 
-def _sabour_scale(q, epsilon):
-    """`squash`'s scale f(q) = q / ((1 + q) sqrt(q + eps)) and df/dq."""
-    inverse = 1.0 / ((1.0 + q) * ops.sqrt(q + epsilon))
-    f = q * inverse
-    return f, inverse - f / (1.0 + q) - 0.5 * f / (q + epsilon)
-
-
-def _exponential_scale(q, epsilon):
-    """`exponential_squash`'s f(q) = (1 - exp(-n)) / n, n = sqrt(q + eps), and df/dq."""
-    norm = ops.sqrt(q + epsilon)
-    decay = ops.exp(-norm)
-    f = (1.0 - decay) / norm
-    return f, (decay - f) / (2.0 * (q + epsilon))
-
-
-_SCALES = {squash: _sabour_scale, exponential_squash: _exponential_scale}
-
-
-def squash_backward(squash_fn):
-    """The gradient of `squash_fn` (one of `SQUASHES`), or None for others.
-
-    Both squashes scale a vector by a function of its squared length,
-    `v = f(q) s` with `q = |s|^2`, so their gradient is
-
-    `g_s = f(q) g_v + 2 f'(q) (g_v . s) s`.
-
-    Returns:
-        `backward(s, g_v) -> g_s` over the last axis, in float32; None when
-        `squash_fn` is not one of `SQUASHES` with its default arguments.
-    """
-    scale = _SCALES.get(squash_fn)
-    if scale is None:
-        return None
-
-    def backward(s, g_v):
-        s, g_v = float32_if_reduced(s), float32_if_reduced(g_v)
-        f, derivative = scale(ops.sum(ops.square(s), axis=-1, keepdims=True), EPSILON)
-        g_length = 2.0 * derivative * ops.sum(g_v * s, axis=-1, keepdims=True)
-        return f * g_v + g_length * s
-
-    return backward
-
-
-#: The capsule non-linearities by name (`Squash(variant=...)`,
+#: The capsule non-linearities by name (`Squash(squash=...)`,
 #: `DigitCaps(squash=...)`).
 SQUASHES = {"sabour": squash, "exponential": exponential_squash}
 
 
-def get_squash(variant):
-    """The squash function named `variant` (see `SQUASHES`)."""
-    if variant not in SQUASHES:
+def get_squash(variant, name="squash"):
+    """The squash function named `variant` (see `SQUASHES`); `name`: the
+    argument that passed it, for the error."""
+    if not isinstance(variant, str) or variant not in SQUASHES:
         raise ValueError(
-            f"The squash variant must be one of {sorted(SQUASHES)}. "
-            f"Received: {variant!r}"
+            f"The squash variant `{name}` must be one of {sorted(SQUASHES)}. "
+            f"Received: {name}={variant!r}"
         )
     return SQUASHES[variant]
 
@@ -241,12 +202,11 @@ def conv2d_patches_compiled():
 
     Called op by op (`analyze`, `predict` outside a compiled step), jax
     compiles every op of `conv2d_patches` as its own program at each new batch
-    size: the 81 slices of a 9x9 kernel are 81 programs. As one program, a
-    paper CapsNet's `analyze` at a new number of images took 2.4-2.7 s instead
-    of 3.7-4.1 s (jax on this project's 2-core CPU, four batch sizes, each
-    measured once, beside another job). Inside a compiled train step it is
-    inlined as before, so training computes the same program. On the other
-    backends: `conv2d_patches` itself.
+    size: the 81 slices of a 9x9 kernel are 81 programs. As one program, an
+    eager call at a new batch size compiles once (docs/design-decisions.md,
+    "Patches as one compiled program on jax"). Inside a compiled train step
+    it is inlined as before, so training computes the same program. On the
+    other backends: `conv2d_patches` itself.
     """
     if keras.backend.backend() != "jax":
         return conv2d_patches
@@ -259,7 +219,8 @@ def jax_on_cpu():
     """Whether Keras runs on jax with CPU devices only.
 
     Where the layers take another path for a measured reason: XLA on CPU
-    differentiates some convolutions very slowly (`PrimaryCaps.build`).
+    differentiates some convolutions very slowly (`PrimaryCaps.build`;
+    docs/design-decisions.md, "Primary capsules on jax").
     """
     return keras.backend.backend() == "jax" and all(
         device.startswith("cpu") for device in keras.distribution.list_devices()

@@ -36,11 +36,18 @@ from capsules_keras.training import (
 )
 
 
+def _titles(registry):
+    """`name: title` of every entry of a registry, for the flags' help."""
+    return "; ".join(
+        f"{name}: {entry.title}" for name, entry in sorted(registry.items())
+    )
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m capsules_keras.train",
-        description="Train the CapsNet of Sabour et al. (2017), Efficient-CapsNet "
-        "or the CNN baseline on MNIST, Fashion-MNIST or MultiMNIST.",
+        description="Train a capsule network or its CNN baseline (--model) on "
+        f"a dataset (--dataset: {', '.join(d.title for d in DATASETS.values())}).",
     )
     parser.add_argument(
         "--preset", choices=sorted(PRESETS), default=FLAG_DEFAULTS["preset"]
@@ -49,12 +56,13 @@ def build_parser():
         "--model",
         choices=sorted(MODELS),
         default=FLAG_DEFAULTS["model"],
-        help="capsnet: the paper's CapsNet; efficient: Efficient-CapsNet "
-        "(161k parameters); em: matrix capsules with EM routing (63k "
-        "parameters); cnn: the same-budget CNN baseline",
+        help=_titles(MODELS),
     )
     parser.add_argument(
-        "--dataset", choices=sorted(DATASETS), default=FLAG_DEFAULTS["dataset"]
+        "--dataset",
+        choices=sorted(DATASETS),
+        default=FLAG_DEFAULTS["dataset"],
+        help=_titles(DATASETS),
     )
     parser.add_argument("--epochs", type=positive_int)
     parser.add_argument("--batch-size", type=positive_int)

@@ -86,7 +86,10 @@ def central_differences(f, x, step=1e-6):
 def gradient(fn, x):
     """d sum(fn(x)) / dx as NumPy, with the current backend's autodiff.
 
-    Tests only: the library itself never branches on the backend.
+    Branches on the backend because a test needs the backend's own autodiff
+    (`keras.ops` has no gradient function). The library's own backend
+    branches, each with its measured reason, are listed on
+    docs/design-decisions.md.
     """
     x = np.asarray(x, dtype="float32")
     name = keras.backend.backend()

@@ -4,12 +4,10 @@ import keras
 import numpy as np
 import numpy_reference as ref
 import pytest
-from conftest import central_differences, gradient
+from conftest import gradient
 from keras import ops
 
-import capsules_keras.routing._votes as votes_module
-from capsules_keras import dynamic_routing, exponential_squash, safe_norm, squash
-from capsules_keras.routing.dynamic import route_votes
+from capsules_keras import dynamic_routing, safe_norm, squash
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 
@@ -151,80 +149,3 @@ def test_reduced_precision_routing_is_finite_and_close(dtype):
     low = ops.convert_to_numpy(ops.cast(low, "float32"))
     v_ref, _ = ref.routing(u_hat, 3)
     np.testing.assert_allclose(low, v_ref, atol=3e-2)
-
-
-@pytest.mark.parametrize(
-    "layout",
-    [votes_module._BATCHED_MATMUL, votes_module._EINSUM, votes_module._ELEMENTWISE],
-    ids=["batched_matmul", "einsum", "elementwise"],
-)
-@pytest.mark.parametrize("iterations", [1, 3])
-def test_every_vote_layout_matches_reference(layout, iterations):
-    """All layouts, not only the one this backend picks, route alike."""
-    rng = np.random.default_rng(9)
-    kernel = (0.3 * rng.standard_normal((7, 4, 3, 5))).astype("float32")
-    u = rng.standard_normal((2, 7, 3)).astype("float32")
-    votes = layout.votes(kernel, u)
-    u_hat = ref.votes(kernel.astype("float64"), u.astype("float64"))
-    inverse = [layout.permutation.index(axis) for axis in range(4)]
-    np.testing.assert_allclose(
-        np.transpose(ops.convert_to_numpy(votes), inverse), u_hat, **TOLERANCE
-    )
-    v, c = route_votes(votes, layout, iterations, False, True)
-    v_ref, c_ref = ref.routing(u_hat, iterations)
-    np.testing.assert_allclose(ops.convert_to_numpy(v), v_ref, **TOLERANCE)
-    np.testing.assert_allclose(ops.convert_to_numpy(c), c_ref, **TOLERANCE)
-
-
-@pytest.mark.parametrize(
-    "squash_fn, reference_squash",
-    [(squash, ref.squash), (exponential_squash, ref.exponential_squash)],
-    ids=["sabour", "exponential"],
-)
-@pytest.mark.parametrize("iterations", [1, 2, 3])
-@pytest.mark.parametrize("return_coupling", [False, True], ids=["v", "v_and_c"])
-def test_written_routing_gradient_matches_the_references_derivative(
-    squash_fn, reference_squash, iterations, return_coupling
-):
-    """The votes' gradient written out (`dynamic._route_with_gradient`, on
-    the einsum layout that torch routes with) against central differences of
-    the float64 NumPy reference, and against autodiff with the votes'
-    gradient stopped in all but the last iteration. With `return_coupling`
-    the loss also weighs the returned coupling."""
-    layout = votes_module._EINSUM
-    u_hat = random_votes(batch=2, in_caps=5, out_caps=3, out_dim=4, seed=11)
-    v_weights = random_votes(batch=2, in_caps=1, out_caps=3, out_dim=4, seed=12)[:, 0]
-    c_weights = random_votes(batch=2, in_caps=5, out_caps=3, out_dim=1, seed=13)[..., 0]
-    v_tensor = ops.convert_to_tensor(v_weights)
-    c_tensor = ops.convert_to_tensor(c_weights)
-
-    def route(u, stop=False, written=layout):
-        routed = route_votes(
-            ops.transpose(u, layout.permutation),
-            written,
-            iterations,
-            stop,
-            return_coupling,
-            squash_fn,
-        )
-        if not return_coupling:
-            return ops.sum(routed * v_tensor)
-        v, c = routed
-        return ops.sum(v * v_tensor) + ops.sum(c * c_tensor)
-
-    def reference(u):
-        v, c = ref.routing(u, iterations, squash_fn=reference_squash)
-        return (v * v_weights).sum() + return_coupling * (c * c_weights).sum()
-
-    np.testing.assert_allclose(
-        gradient(route, u_hat),
-        central_differences(reference, u_hat),
-        rtol=1e-3,
-        atol=1e-5,
-    )
-    autodiff = layout._replace(outer_sum=None)
-    np.testing.assert_allclose(
-        gradient(lambda u: route(u, stop=True), u_hat),
-        gradient(lambda u: route(u, stop=True, written=autodiff), u_hat),
-        **TOLERANCE,
-    )

@@ -129,10 +129,11 @@ def feed(batches):
     with tensorflow 2.21, Keras feeds a `PyDataset` (and arrays) through a
     tf.data pipeline that tunes itself in a background thread, and the end of
     every pass over it -- every epoch, every validation, every `predict` --
-    waits, idle, for that thread's next wake-up: 10 ms after the pass started,
-    then at doubling intervals up to one per 60 s (`benchmarks/NOTES.md`).
-    Without the tuning there is no wait. The other backends read the
-    `PyDataset` without tf.data, so they get `batches` itself.
+    waits, idle, for that thread's next wake-up, which comes at doubling
+    intervals after the pass started (docs/design-decisions.md, "Feeding
+    tensorflow without autotuning"). Without the tuning there is no wait.
+    The other backends read the `PyDataset` without tf.data, so they get
+    `batches` itself.
     """
     if len(batches) == 0:
         raise ValueError(f"`batches` holds no batch. Received: {batches!r}")

@@ -1,12 +1,11 @@
 """`DigitCaps`: a capsule layer with routing between its inputs and outputs."""
 
 import keras
-from keras import initializers, layers, ops
+from keras import InputSpec, initializers, layers, ops
 
 from capsules_keras._checks import check_positive_int, check_rank
 from capsules_keras.ops import get_squash
 from capsules_keras.routing import ROUTINGS, check_routing, get_routing
-from capsules_keras.routing._votes import compile_routing, vote_layout
 
 
 def _check_options(routing, **options):
@@ -112,9 +111,8 @@ class DigitCaps(layers.Layer):
     # the start, so every parent is squashed to length ~1, the margin loss
     # saturates and training stalls once the routing softmax runs over the
     # right axis. 0.05 starts the lengths inside (0, 1), where the margin loss
-    # has useful gradients. Measured on 5,000 MNIST digits (torch, batch 100,
-    # test accuracy after epochs 1 / 3): std 0.01 -> 79.4% / 95.4%,
-    # 0.05 -> 91.4% / 96.4%, 0.1 -> 91.9% / 96.1%.
+    # has useful gradients (docs/design-decisions.md, "Class-capsule
+    # initializer", compares it with 0.01 and 0.1).
     DEFAULT_KERNEL_INITIALIZER = {
         "class_name": "RandomNormal",
         "config": {"mean": 0.0, "stddev": 0.05, "seed": None},
@@ -177,6 +175,8 @@ class DigitCaps(layers.Layer):
 
     def build(self, input_shape):
         in_capsules, in_dim = self._input_capsules(input_shape)
+        # Keras refuses, before `call`, inputs of another shape than these.
+        self.input_spec = InputSpec(ndim=3, axes={1: in_capsules, 2: in_dim})
         self.kernel = self.add_weight(
             name="kernel",
             shape=(in_capsules, self.num_capsules, in_dim, self.capsule_dim),
@@ -250,29 +250,20 @@ class DigitCaps(layers.Layer):
         return arguments
 
     def call(self, inputs):
-        self._input_capsules(inputs.shape)
         routing = get_routing(self.routing)
-        if routing.in_layout is None:
+        if routing.fast is None:
             return self.route(self.votes(inputs))
-        # The votes go straight into the memory layout that routes fastest on
-        # this backend (see capsules_keras.routing._votes.vote_layout);
-        # `votes()` gives them in the paper's (b, i, j, m) order.
-        layout = vote_layout()
-        arguments = self._routing_arguments(routing, self.routing_iterations)
-
-        def route(kernel, inputs):
-            return routing.in_layout(
-                layout.votes(kernel, inputs),
-                layout,
-                return_coupling=self.return_coupling,
-                squash_fn=self.squash_fn,
-                **arguments,
-            )
-
-        # Compiled on its own where the training step around it is not.
-        # `.value`: the kernel as a tensor (cast to the compute dtype under
-        # mixed precision), so that a compiled function can take it.
-        return compile_routing(route)(self.kernel.value, inputs)
+        # The line above, faster: the votes made straight into the memory
+        # layout that routes fastest on this backend (`routing._fast`, equal
+        # in values and gradients). `.value`: the kernel as a tensor, cast to
+        # the compute dtype under mixed precision.
+        return routing.fast(
+            self.kernel.value,
+            inputs,
+            return_coupling=self.return_coupling,
+            squash=self.squash,
+            **self._routing_arguments(routing, self.routing_iterations),
+        )
 
     def compute_output_shape(self, input_shape):
         in_capsules, _ = self._input_capsules(input_shape)

@@ -5,7 +5,7 @@ The layers here pass capsules on a grid as ONE tensor,
 `(batch_size, height, width, capsule_types, 17)`: the 16 entries of the pose
 matrix row by row, then the activation (`POSE_SIZE`, `CAPSULE_SIZE`).
 
-Indices follow the paper and `DESIGN.md`: `i` = lower (child) capsule in
+Indices follow the paper: `i` = lower (child) capsule in
 `Omega_L`, `j` = higher (parent) capsule in `Omega_{L+1}`, `h` = one of the
 16 pose entries. A child votes for a parent through a learned 4x4
 transformation matrix, `V_ij = M_i W_ij`; EM routing
@@ -21,7 +21,7 @@ import numpy as np
 from keras import initializers, layers, ops
 
 from capsules_keras._checks import check_positive_int, check_positive_number
-from capsules_keras.routing._votes import compile_routing
+from capsules_keras.routing._fast import compile_routing
 from capsules_keras.routing.em import EM_EPSILON, POSE_SIZE, route_parent_major
 
 register = keras.saving.register_keras_serializable(package="capsules_keras")
@@ -63,16 +63,14 @@ def _matrix_votes(poses, kernel):
     # V_ij[x, z] = sum_y M_i[x, y] W_ij[y, z], (n, j, i, 4, 4)
     if keras.backend.backend() == "torch":
         # torch's einsum runs this product faster than the matrix product
-        # below: MatrixCapsNet's training step at batch 32 took 688 against
-        # 752 ms (benchmarks/em/README.md).
+        # below (docs/design-decisions.md, "Matrix-capsule votes").
         votes = ops.einsum("nixy,ijyz->njixz", matrices, kernel)
         return ops.reshape(votes, (-1, num_parents, num_children, POSE_SIZE))
     # One matrix product per child i, of its (n x, y) rows of M with its
     # (y, j z) columns of W, then transposed to parent-major. Written out,
     # this product and its gradient are laid out once each by XLA, where
-    # an einsum's were transposed several times: the same step took 300-337
-    # instead of 380-394 ms on jax, and 210 instead of 264 ms on
-    # tensorflow (150-195 instead of 238-254 ms with XLA).
+    # an einsum's were transposed several times, and tensorflow's graph runs
+    # it faster too (docs/design-decisions.md, "Matrix-capsule votes").
     rows = ops.reshape(ops.transpose(matrices, (1, 0, 2, 3)), (num_children, -1, 4))
     columns = ops.reshape(
         ops.transpose(kernel, (0, 2, 1, 3)), (num_children, 4, num_parents * 4)

@@ -17,11 +17,10 @@ class BatchNormalization(keras.layers.BatchNormalization):
     statistics exactly as Keras updates them (the biased variance, Keras'
     `momentum`).
 
-    Backend-specific for a measured reason, on a 2-core CPU: training
-    `EfficientCapsNet` (four of these, batch 16) with `fit` on torch ran
-    at 530 images/s with it and 484 with Keras' computation, side by side
-    in one process (benchmarks/efficient/README.md). On jax and
-    tensorflow this layer is Keras' own.
+    Backend-specific for a measured reason: `EfficientCapsNet` (four of
+    these) trains faster on torch with it than with Keras' computation
+    (docs/design-decisions.md, "Fused batch normalisation on torch"). On
+    jax and tensorflow this layer is Keras' own.
 
     Everything else (inference, a frozen layer, masks, renormalisation,
     float16 and bfloat16, one value per channel) is Keras' own computation

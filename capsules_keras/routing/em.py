@@ -175,11 +175,8 @@ def route_parent_major(
 
     The same computation, on the votes laid out parent by parent, so that
     the M-step's sums over the children `i` run along contiguous memory: no
-    backend then copies the votes into another order for its weighted sums.
-    Forward and backward of 2 iterations at the first convolutional capsule
-    layer's shapes (800 windows x 72 children x 16 parents, a 2-core CPU)
-    took 214 instead of 288 ms on jax, 166 instead of 246 ms on tensorflow
-    (XLA) and 672 instead of 759 ms on torch (one run each). The
+    backend then copies the votes into another order for its weighted sums
+    (docs/design-decisions.md, "EM routing over parent-major votes"). The
     matrix-capsule layers compute their votes in this order
     (`capsules_keras.layers.matrix`); `em_routing` checks the shapes of its
     votes and activations, then transposes the votes once; the other
@@ -274,10 +271,10 @@ def _moments(votes, weights, epsilon, with_distances):
     The votes' gradient is then one batched product with 2 terms, of
     `[w, g_q]` with the per-parent factors, and one multiply-add with `V`.
     `tests/test_matrix_capsules.py` compares it with finite differences of
-    the NumPy reference. MatrixCapsNet's training step at batch 32
-    (`train_on_batch`, interleaved in one process): torch eager 817 -> 661
-    ms, tensorflow XLA 268 -> 247 ms, jax and tensorflow's graph within
-    noise (benchmarks/em/README.md).
+    the NumPy reference. It makes the training step faster on torch eager
+    and under tensorflow's XLA, and costs nothing measurable on jax and
+    tensorflow's graph (docs/design-decisions.md, "Written M-step gradient
+    of EM routing").
     """
     size = votes.shape[-1]
 

@@ -6,7 +6,7 @@ from keras import ops
 
 from capsules_keras._checks import check_positive_int
 from capsules_keras.ops import layer_norm, squash
-from capsules_keras.routing._votes import agreement, check_votes, route_with
+from capsules_keras.routing._common import agreement, check_votes, route_with
 
 
 def inverted_dot_product_routing(

@@ -5,7 +5,7 @@ import math
 from keras import ops
 
 from capsules_keras.ops import squash
-from capsules_keras.routing._votes import agreement, check_votes, route_with
+from capsules_keras.routing._common import agreement, check_votes, route_with
 
 
 def self_attention_routing(u_hat, priors=None, return_coupling=False, squash_fn=squash):
@@ -39,6 +39,12 @@ def self_attention_routing(u_hat, priors=None, return_coupling=False, squash_fn=
     capsule network with self-attention routing", section 3.2.
     """
     u_hat = check_votes(u_hat)
+    if priors is not None and tuple(ops.shape(priors)) != tuple(u_hat.shape[1:3]):
+        raise ValueError(
+            "`priors` must have shape (in_capsules, out_capsules) = "
+            f"{tuple(u_hat.shape[1:3])}. Received: priors.shape="
+            f"{tuple(ops.shape(priors))}"
+        )
     total = ops.sum(u_hat, axis=1)  # sum_k u_hat[b,k,j,:], (b, j, m)
     attention = agreement(u_hat, total) / math.sqrt(u_hat.shape[-1])
     c = ops.softmax(attention, axis=2)  # over the parents j

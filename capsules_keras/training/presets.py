@@ -5,14 +5,14 @@ paper   the paper's settings, meant for a GPU: every training image.
 """
 
 PRESETS = {
-    # Full paper architecture, short schedule: well inside 10 minutes on 2
-    # CPU cores (`make demo`: 493 s here, 97.88% on full MNIST's test set).
-    # Its time is set by the training images it sees, so it trains on a
-    # fixed, class-balanced, seeded subset of 5,000 of them whatever the
-    # source (the full download has 60,000) and tests on the whole test set.
-    # 5 epochs, not 8: 8 reached 98.14% but took 737 s on the same machine.
-    # No augmentation: with so few epochs the shifted digits slow
-    # convergence more than they help.
+    # Full paper architecture, short schedule: minutes on 2 CPU cores. Its
+    # time is set by the training images it sees, so it trains on a fixed,
+    # class-balanced, seeded subset of 5,000 of them whatever the source
+    # (the full download has 60,000) and tests on the whole test set.
+    # 5 epochs, not 8: 8 gained little accuracy for much more time. No
+    # augmentation: with so few epochs the shifted digits slow convergence
+    # more than they help (docs/design-decisions.md, "The quick preset:
+    # 5 epochs of 5,000 digits").
     "quick": {
         "epochs": 5,
         "batch_size": 50,
@@ -44,12 +44,13 @@ PRESETS = {
 DATASET_PRESETS = {
     # Two overlapping digits on a 36x36 canvas (paper, section 6). Pairs are
     # drawn afresh every epoch, so an epoch is `pairs_per_epoch` pairs; a
-    # 36x36 pair costs ~2.8x a 28x28 digit in the paper's network.
+    # 36x36 pair costs several 28x28 digits in the paper's network.
     "multi_mnist": {
         # A narrower CapsNet (half the convolution channels, 16 capsule
-        # types: 5.3M parameters, ~3x faster than the paper's) so that the
-        # quick preset learns something in minutes on a CPU; measured on
-        # 2,000 test pairs after each epoch of 10,000: 38%, 50%, 57% exact.
+        # types: 5.3M parameters, several times faster than the paper's) so
+        # that the quick preset learns something in minutes on a CPU
+        # (docs/design-decisions.md, "MultiMNIST's quick preset: a narrower
+        # CapsNet").
         "quick": {
             "epochs": 4,
             "pairs_per_epoch": 10_000,
@@ -66,12 +67,11 @@ MODEL_PRESETS = {
     # Mazzia et al.'s MNIST schedule: Adam 5e-4 decayed x0.98 per epoch,
     # batch 16 (100 epochs with augmentation in the paper).
     "efficient": {
-        # One epoch of every training digit, without shifts: 99.08% on full
-        # MNIST's test set in 259 s of training on jax, 99.01% in 283 s on
-        # torch, on 2 CPU cores (benchmarks/efficient-full-mnist-cpu/quick;
-        # 95.66% on the 5,000-digit offline file). The general quick preset's
-        # 5 epochs of 5,000 digits took 119 s for 98.29%: with 5,000 digits
-        # this model is short of data, not of epochs.
+        # One epoch of every training digit, without shifts: with 5,000
+        # digits this model is short of data, not of epochs, and one epoch
+        # of 60,000 is more accurate than the general quick preset's 5 epochs
+        # of 5,000 (docs/design-decisions.md, "Efficient-CapsNet's quick preset: one
+        # epoch of every digit").
         "quick": {
             "epochs": 1,
             "batch_size": 16,
@@ -86,9 +86,10 @@ MODEL_PRESETS = {
             "lr_decay": 0.98,
         },
     },
-    # Measured here (benchmarks/em/README.md): Adam 3e-3 at batch 32 learns
-    # (1e-2 was slower); x0.9 per epoch. The spread-loss margin reaches 0.9
-    # after 7 epochs (SpreadMarginSchedule), so the quick preset runs 8.
+    # Adam 3e-3 at batch 32 learns (1e-2 was slower); x0.9 per epoch. The
+    # spread-loss margin reaches 0.9 after 7 epochs (SpreadMarginSchedule),
+    # so the quick preset runs 8 (docs/design-decisions.md, "Matrix
+    # capsules' schedule").
     "em": {
         "quick": {
             "epochs": 8,

@@ -21,15 +21,14 @@ from capsules_keras.models import (
 )
 from capsules_keras.training.presets import preset_settings
 
-#: What `--jit-compile auto` means per backend, measured on a 2-core CPU
-#: (CapsNet training, batch 100; benchmarks/README.md):
+#: What `--jit-compile auto` means per backend, measured with the CapsNet
+#: (docs/design-decisions.md, "Compiling the training step"):
 #: - jax: always compiled by XLA (jit_compile=False would run op by op).
-#: - tensorflow: XLA differentiates the strided PrimaryCaps convolution about
-#:   25x slower than TensorFlow's own kernels on CPU, so graph mode.
-#: - torch: torch.compile reached 92 images/s against 87 eager, after ~25 s
-#:   of compilation for each of the train, test and predict functions; the
-#:   quick preset (40,000 images) finishes no sooner, so eager. For long runs
-#:   try `--jit-compile on`.
+#: - tensorflow: XLA differentiates the strided PrimaryCaps convolution far
+#:   more slowly than TensorFlow's own kernels on CPU, so graph mode.
+#: - torch: torch.compile's compilation of the train, test and predict
+#:   functions outweighs its faster steps over the quick preset, so eager.
+#:   For long runs try `--jit-compile on`.
 JIT_COMPILE_DEFAULTS = {"jax": True, "tensorflow": False, "torch": False}
 
 
@@ -170,16 +169,13 @@ MODELS = {
         # Its step is small convolutions and the primary capsules'
         # contraction, with no strided PrimaryCaps convolution: on
         # tensorflow, XLA trains it faster than graph mode
-        # (benchmarks/efficient/README.md).
+        # (docs/design-decisions.md, "Compiling the training step").
         jit_compile={"tensorflow": True},
-        # torch.compile trains it 1.1-1.7x faster per step on the CPU
-        # (2-core Intel Xeon: 895 against 538 images/s with plain `fit` in
-        # one process; 430-552 against 260-452 through the trainer), after
-        # 45-50 s of compilation. That pays back after 40,000-165,000
-        # images, depending on the machine's speed: the quick preset's one
-        # epoch of 60,000 digits took 154 s of training compiled against
-        # 173 s eager in one pair of runs, 189 against 128 s in another
-        # (benchmarks/efficient/README.md). Compiled from two epochs on.
+        # torch.compile trains it faster per step, but its compilation pays
+        # back only over a long run: the quick preset's one epoch of MNIST
+        # came out faster one way in one pair of runs and the other way in
+        # another, so it is compiled from two epochs on
+        # (docs/design-decisions.md, "Compiling the training step").
         compile_from={"torch": 120_000},
     ),
     # Hinton et al.'s matrix capsules, scaled for 28x28 images (63k
@@ -189,13 +185,11 @@ MODELS = {
         build_em,
         options={"routing_iterations": MatrixCapsNet.ROUTING_ITERATIONS},
         callbacks=(SpreadMarginSchedule,),
-        # Its step is the routing loop, not a strided convolution: XLA took
-        # 685 ms against graph mode's 1,868 ms per step on tensorflow
-        # (benchmarks/em/README.md; with its routing XLA-compiled inside the
-        # graph, graph mode now takes 203 ms against XLA's 154). On torch,
-        # torch.compile runs a step 2.1x faster (349 against 718 ms), but one
-        # epoch of the quick preset took 248 s compiled against 229 s
-        # eager (2026-12-04; eager's step has only got faster since): eager.
+        # Its step is the routing loop, not a strided convolution, so XLA
+        # runs it faster than graph mode on tensorflow. On torch,
+        # torch.compile runs a step faster, but its compilations made an
+        # epoch of the quick preset slower than eager: eager
+        # (docs/design-decisions.md, "Compiling the training step").
         jit_compile={"tensorflow": True},
     ),
     # The same-budget CNN of `models.baseline_cnn`, for comparisons that run
