@@ -38,10 +38,12 @@ def test_environment_yml_mirrors_pyproject():
     assert python == "python" + project["requires-python"]
 
 
-def test_all_extra_is_the_union_of_the_backends():
+def test_all_extra_is_the_union_of_the_backends_and_plots():
     extras = _pyproject()["optional-dependencies"]
     backends = set(extras["torch"]) | set(extras["jax"]) | set(extras["tensorflow"])
-    assert set(extras["all"]) == backends
+    assert set(extras["all"]) == backends | set(extras["plots"])
+    assert set(extras["plots"]) <= set(extras["dev"])
+    assert not any(d.startswith("matplotlib") for d in _pyproject()["dependencies"])
 
 
 def test_public_api():
@@ -97,3 +99,34 @@ def test_make_demo_runs_the_quick_preset_on_a_real_backend():
     assert "-m capsules_keras.train --preset quick" in command
     assert '--data "some.npz"' in command
     assert f"KERAS_BACKEND=${{KERAS_BACKEND:-{default}}}" in command
+
+
+def test_everything_but_the_figures_works_without_matplotlib(mnist_path, tmp_path):
+    """A lean install (no `plots` extra): import, build, train from the
+    command line and report without matplotlib; `plots` names the extra."""
+    script = f"""
+import sys
+sys.modules["matplotlib"] = None  # as if it were not installed
+import capsules_keras
+from capsules_keras import layers, losses, models, routing, training, train
+assert train.main([
+    "--data", {mnist_path!r}, "--max-train-samples", "100",
+    "--max-test-samples", "60", "--batch-size", "50", "--epochs", "1",
+    "--output-dir", {str(tmp_path)!r}, "--verbose", "0",
+    "--conv-filters", "16", "--primary-capsules", "4",
+]) == 0
+try:
+    import capsules_keras.plots
+except ImportError as error:
+    print("plots:", error)
+"""
+    env = {**os.environ, "KERAS_BACKEND": keras.backend.backend()}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "plots: " in result.stdout and "capsules-keras[plots]" in result.stdout
+    (run,) = os.listdir(tmp_path)
+    with open(os.path.join(tmp_path, run, "report.md")) as f:
+        assert "No figures: they need matplotlib" in f.read()
+    assert not [name for name in os.listdir(tmp_path / run) if name.endswith(".png")]

@@ -12,6 +12,14 @@ curves of detectors, estimates with intervals by group) and `architecture`
 (the CapsNet diagram); every figure is importable from here.
 """
 
+import importlib.util
+
+if importlib.util.find_spec("matplotlib") is None:
+    raise ImportError(
+        "capsules_keras.plots draws with matplotlib, which is not installed: "
+        "pip install 'capsules-keras[plots]' (or matplotlib itself)."
+    )
+
 from capsules_keras.plots.architecture import plot_capsnet_architecture
 from capsules_keras.plots.capsules import (
     pca_2d,

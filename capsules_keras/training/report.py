@@ -1,8 +1,9 @@
 """A run's report: its figures, `report.md`, and the summary the CLI prints."""
 
+import importlib.util
+
 import numpy as np
 
-from capsules_keras import plots
 from capsules_keras.data import get_dataset
 from capsules_keras.models import VectorCapsNet
 from capsules_keras.training.registry import MODELS
@@ -13,8 +14,13 @@ def report_figures(model, history, x_test, y_test, scores, dataset):
 
     `dataset.figures` names the figures that show its results (keys of
     `FIGURES`); a figure that needs a capsule decoder is left out for models
-    without one (not a `VectorCapsNet`).
+    without one (not a `VectorCapsNet`). None at all without matplotlib (the
+    `plots` extra): the run trains and reports its numbers all the same.
     """
+    if importlib.util.find_spec("matplotlib") is None:
+        return {}
+    from capsules_keras import plots
+
     # --validate evaluates on the test set after every epoch.
     curves = plots.plot_training_curves(history, "test", dataset.accuracy_metric)
     figures = {"training_curves.png": curves}
@@ -27,6 +33,8 @@ def report_figures(model, history, x_test, y_test, scores, dataset):
 
 def confusion_figure(model, x_test, y_test, scores, dataset):
     """Test labels against the predicted classes."""
+    from capsules_keras import plots
+
     return plots.plot_confusion_matrix(
         y_test, scores.argmax(-1), class_names=dataset.class_names
     )
@@ -41,6 +49,8 @@ def reconstructions_figure(model, x_test, y_test, scores, dataset):
         [np.flatnonzero(y_test == c)[:1] for c in range(dataset.num_classes)]
     )
     inside = model.analyze(x_test[shown])
+    from capsules_keras import plots
+
     return plots.plot_reconstructions(
         x_test[shown],
         inside["reconstructions"],
@@ -55,6 +65,8 @@ def overlapping_digits_figure(model, x_test, y_test, scores, dataset):
         return None
     shown = slice(0, 10)
     inside = model.analyze(x_test[shown])
+    from capsules_keras import plots
+
     return plots.plot_overlapping_digits(
         x_test[shown],
         inside["reconstructions"],
@@ -147,6 +159,11 @@ def report(metrics, figures=FIGURE_TITLES):
     for name, heading in FIGURE_TITLES.items():
         if name in figures:
             lines += [f"## {heading}", "", f"![{heading}]({name})", ""]
+    if not figures:
+        lines += [
+            "No figures: they need matplotlib (`pip install 'capsules-keras[plots]'`).",
+            "",
+        ]
     return "\n".join(lines)
 
 
