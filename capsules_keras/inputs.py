@@ -17,10 +17,13 @@ what was received and what to do:
 
 `CapsNet.fit`, `evaluate`, `predict` and `analyze` apply them to NumPy arrays
 and tensors before any computation. Datasets they cannot look into ahead of
-time (`tf.data.Dataset`, `keras.utils.PyDataset`, generators) pass through
-unchecked: map `prepare_images` / `prepare_labels` over their batches, or
-yield float32 images in [0, 1] of the model's `image_shape` and labels
-0..num_classes-1.
+time (`tf.data.Dataset`, `keras.utils.PyDataset`, generators) are not checked
+ahead, but their batches are converted as arrays are: the models' `call` and
+loss take every batch through `image_batch`, so integer images in 0..255 are
+scaled to [0, 1] and `(batch, height, width)` gets its channel axis however
+they were fed. What cannot be told from one batch in a compiled step (float
+images outside [0, 1], labels out of range) is the dataset's to get right:
+map `prepare_images` / `prepare_labels` over its batches to have them checked.
 """
 
 import keras
@@ -30,6 +33,30 @@ import numpy as np
 def is_array(value):
     """Whether `value` is an array the helpers can check ahead of training."""
     return isinstance(value, (np.ndarray, list, tuple)) or keras.ops.is_tensor(value)
+
+
+def image_batch(images, image_shape):
+    """A batch of images as the layers take it, however it was fed.
+
+    Integer images (0..255) become float32 in [0, 1], booleans 0.0 / 1.0, and
+    `(batch, height, width)` gets the channel axis when `image_shape` has one
+    channel; float images pass unchanged. The models apply it in `call` and
+    in their loss, so that a batch of uint8 digits trains the same from
+    arrays (where `prepare_images` has converted it already), a
+    `tf.data.Dataset`, a `keras.utils.PyDataset` or a generator.
+
+    >>> batch = image_batch(keras.ops.full((2, 4, 4), 255, "uint8"), (4, 4, 1))
+    >>> tuple(batch.shape), float(keras.ops.max(batch))
+    ((2, 4, 4, 1), 1.0)
+    """
+    dtype = keras.backend.standardize_dtype(images.dtype)
+    if dtype == "bool":
+        images = keras.ops.cast(images, "float32")
+    elif "int" in dtype:
+        images = keras.ops.cast(images, "float32") / 255.0
+    if len(images.shape) == 3 and image_shape[-1] == 1:
+        images = keras.ops.expand_dims(images, -1)  # (batch, height, width, 1)
+    return images
 
 
 def prepare_images(images, image_shape, name="x"):

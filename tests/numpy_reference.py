@@ -61,7 +61,7 @@ def margin_loss(onehot, lengths, m_plus=0.9, m_minus=0.1, lambda_=0.5):
     return np.sum(present + absent, axis=-1)
 
 
-def self_attention_routing(u_hat, priors=None):
+def self_attention_routing(u_hat, priors=None, squash_fn=squash):
     """Mazzia et al. (2021): one pass. Returns (v, c)."""
     u_hat = np.asarray(u_hat, dtype=np.float64)
     batch, in_caps, out_caps, out_dim = u_hat.shape
@@ -77,7 +77,40 @@ def self_attention_routing(u_hat, priors=None):
     s = np.zeros((batch, out_caps, out_dim))
     for i in range(in_caps):
         s += weights[:, i, :, None] * u_hat[:, i]  # s_j = sum_i (c_ij + B_ij) u_hat
-    return squash(s), c
+    return squash_fn(s), c
+
+
+def conv2d(x, kernel, bias, strides, padding):
+    """y[b,r,c,o] = bias[o] + sum_{dy,dx,n} x[b, r*sh + dy, c*sw + dx, n] W[dy,dx,n,o].
+
+    Channels last. `padding="same"` pads as Keras does: `out = ceil(in / s)`,
+    the odd row or column of padding at the bottom or right.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    kernel_h, kernel_w, _, filters = kernel.shape
+    stride_h, stride_w = strides
+    batch, height, width, _ = x.shape
+    if padding == "same":
+        out_h, out_w = -(-height // stride_h), -(-width // stride_w)
+        pad_h = max((out_h - 1) * stride_h + kernel_h - height, 0)
+        pad_w = max((out_w - 1) * stride_w + kernel_w - width, 0)
+        x = np.pad(
+            x,
+            [(0, 0), (pad_h // 2, pad_h - pad_h // 2)]
+            + [(pad_w // 2, pad_w - pad_w // 2), (0, 0)],
+        )
+    else:
+        out_h = (height - kernel_h) // stride_h + 1
+        out_w = (width - kernel_w) // stride_w + 1
+    y = np.zeros((batch, out_h, out_w, filters))
+    for b in range(batch):
+        for r in range(out_h):
+            for c in range(out_w):
+                for dy in range(kernel_h):
+                    for dx in range(kernel_w):
+                        pixel = x[b, r * stride_h + dy, c * stride_w + dx]
+                        y[b, r, c] += pixel @ kernel[dy, dx]
+    return y + bias
 
 
 def layer_norm(x, scale, offset, epsilon=1e-5):
@@ -114,7 +147,9 @@ def batch_norm(x, scale, offset, axis, epsilon=1e-3):
     )
 
 
-def inverted_dot_product_routing(u_hat, iterations, scale, offset, scaled=True):
+def inverted_dot_product_routing(
+    u_hat, iterations, scale, offset, scaled=True, squash_fn=squash
+):
     """Tsai et al. (2020), parents from zero, LayerNorm'd poses. Returns (v, c).
 
     `scaled`: the agreement divided by sqrt(out_dim), as in the authors' code.
@@ -134,7 +169,7 @@ def inverted_dot_product_routing(u_hat, iterations, scale, offset, scaled=True):
         for i in range(in_caps):
             s += c[:, i, :, None] * u_hat[:, i]
         poses = layer_norm(s, scale, offset)
-    return squash(s), c
+    return squash_fn(s), c
 
 
 def exponential_squash(s, epsilon=EPSILON):

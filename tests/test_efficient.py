@@ -23,13 +23,13 @@ def test_exponential_squash_matches_reference_and_is_finite_at_zero():
     zero = np.zeros((2, 8), "float32")
     assert np.all(ops.convert_to_numpy(exponential_squash(zero)) == 0)
     assert np.all(np.isfinite(gradient(exponential_squash, zero)))
-    layer = Squash(variant="exponential")
+    layer = Squash(squash="exponential")
     np.testing.assert_allclose(
         ops.convert_to_numpy(layer(s)), ref.exponential_squash(s), atol=1e-6
     )
-    assert Squash.from_config(layer.get_config()).variant == "exponential"
-    with pytest.raises(ValueError, match="squash variant"):
-        Squash(variant="tanh")
+    assert Squash.from_config(layer.get_config()).squash == "exponential"
+    with pytest.raises(ValueError, match="Received: squash='tanh'"):
+        Squash(squash="tanh")
 
 
 def test_digit_caps_with_the_exponential_squash_matches_reference():

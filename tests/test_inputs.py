@@ -1,5 +1,6 @@
 """Images and labels as users hold them: converted where the meaning is clear,
-refused with a ValueError where training would go silently wrong."""
+refused with a ValueError where training would go silently wrong; uint8
+batches alike from arrays, datasets and generators."""
 
 import keras
 import numpy as np
@@ -156,3 +157,45 @@ def test_datasets_pass_through_unchecked(model, keras_layout):
     assert model.prepare(batches, None) == (batches, None)
     images, labels = model.prepare(x, y)
     assert images.shape == (24, 28, 28, 1) and labels.dtype == np.int32
+
+
+def test_uint8_batches_count_alike_from_arrays_datasets_and_generators(keras_layout):
+    """uint8 digits without a channel axis, as `keras.datasets` gives them:
+    the same loss and predictions fed as arrays, a `tf.data.Dataset`, a
+    `keras.utils.PyDataset` or a generator (the models scale every batch)."""
+    import tensorflow as tf
+
+    x, y = keras_layout  # uint8 (24, 28, 28)
+    model = CapsNet(**NARROW)
+    model.compile()
+    halves = [(x[:12], y[:12]), (x[12:], y[12:])]
+
+    class Batches(keras.utils.PyDataset):
+        def __init__(self):
+            super().__init__()
+
+        def __len__(self):
+            return len(halves)
+
+        def __getitem__(self, index):
+            return halves[index]
+
+    fed = {
+        "tf.data": lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(12),
+        "PyDataset": Batches,
+        "generator": lambda: (batch for batch in halves),
+    }
+    arrays = model.evaluate(x, y, batch_size=12, verbose=0, return_dict=True)
+    predicted = model.predict(x, batch_size=12, verbose=0)
+    for name, make in fed.items():
+        steps = None if name != "generator" else 2
+        result = model.evaluate(make(), steps=steps, verbose=0, return_dict=True)
+        assert result["loss"] == pytest.approx(arrays["loss"], rel=1e-5), name
+        images = (
+            tf.data.Dataset.from_tensor_slices(x).batch(12)
+            if name == "tf.data"
+            else ((images,) for images in (x[:12], x[12:]))
+        )
+        np.testing.assert_allclose(
+            model.predict(images, steps=2, verbose=0), predicted, atol=1e-6
+        )

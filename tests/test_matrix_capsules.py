@@ -388,8 +388,9 @@ def test_matrix_capsnet_trains_with_the_margin_schedule_saves_and_loads(
     scores = model.predict(x[:4], verbose=0)
     assert scores.shape == (4, 10) and np.all((scores > 0) & (scores < 1))
     # Integer labels and one-hot rows give the same loss.
-    by_label = model.compute_loss(y=y[:4], y_pred=scores)
-    by_row = model.compute_loss(y=np.eye(10, dtype="float32")[y[:4]], y_pred=scores)
+    outputs = {"scores": scores}  # as `call` returns them
+    by_label = model.compute_loss(y=y[:4], y_pred=outputs)
+    by_row = model.compute_loss(y=np.eye(10, dtype="float32")[y[:4]], y_pred=outputs)
     assert float(by_label) == pytest.approx(float(by_row), abs=1e-6)
 
     # analyze(): the same scores, and the class layer's assignments.
@@ -411,8 +412,6 @@ def test_matrix_capsnet_trains_with_the_margin_schedule_saves_and_loads(
     assert loaded.get_config() == model.get_config()
     for saved, restored in zip(model.get_weights(), loaded.get_weights(), strict=True):
         np.testing.assert_array_equal(restored, saved)
-    with pytest.raises(ValueError, match="own loss"):
-        model.compile(loss="mse")
     with pytest.raises(ValueError, match="a model of type Sequential"):
         plain = keras.Sequential([keras.Input((7, 7, 3)), PrimaryMatrixCaps(4)])
         plain.compile(loss="mse")

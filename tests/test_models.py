@@ -133,9 +133,26 @@ def test_without_reconstruction_only_the_margin_loss_is_logged(digits):
     assert history.history["margin_loss"] == pytest.approx(history.history["loss"])
 
 
-def test_compile_refuses_a_foreign_loss():
-    with pytest.raises(ValueError, match="Received: loss="):
-        CapsNet().compile(loss="mse")
+@pytest.mark.parametrize("loss", [MarginLoss(), "sparse_categorical_crossentropy"])
+def test_compile_takes_a_keras_loss_in_place_of_the_models_own(digits, loss):
+    """The model's own loss by default (`loss="auto"` or None); a loss of the
+    user's replaces it, computed on the class scores that `predict` gives."""
+    x, y = digits[0][:20], digits[1][:20]
+    model = CapsNet(**NARROW)
+    for default in ("auto", None):
+        model.compile(loss=default)
+        own = model.evaluate(x, y, batch_size=20, verbose=0, return_dict=True)
+        assert own["loss"] == pytest.approx(
+            own["margin_loss"]
+            + model.reconstruction_weight * own["reconstruction_loss"],
+            rel=1e-5,
+        )
+    model.compile(loss=loss)
+    scores = model.predict(x, verbose=0)
+    expected = np.mean(ops.convert_to_numpy(keras.losses.get(loss)(y, scores)))
+    result = model.evaluate(x, y, batch_size=20, verbose=0, return_dict=True)
+    assert result["loss"] == pytest.approx(expected, rel=1e-5)
+    assert result["loss"] != pytest.approx(own["loss"], rel=1e-3)
 
 
 def test_analyze_returns_everything(digits):

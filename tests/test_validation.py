@@ -26,9 +26,9 @@ RECEIVED = "Received: "
         lambda: Squash(axis="last"),
         lambda: Squash(epsilon=0),
         lambda: Length(epsilon=-1e-7),
-        lambda: PrimaryCaps(num_capsules=0),
+        lambda: PrimaryCaps(capsule_types=0),
         lambda: PrimaryCaps(capsule_dim=-8),
-        lambda: PrimaryCaps(num_capsules=2.5),
+        lambda: PrimaryCaps(capsule_types=2.5),
         lambda: DigitCaps(num_capsules=0),
         lambda: DigitCaps(capsule_dim=0),
         lambda: DigitCaps(routing_iterations=0),
@@ -91,12 +91,23 @@ def test_primary_caps_needs_known_grid():
 
 
 def test_digit_caps_mismatched_capsule_dims():
+    """Once built, the layer's `InputSpec` refuses other capsule counts and
+    dimensions before `call` (Keras' message names the shape received)."""
     layer = DigitCaps(4, 5)
     layer(np.ones((2, 7, 3), "float32"))
-    with pytest.raises(ValueError, match=r"Received: input_shape=\(2, 7, 4\)"):
+    with pytest.raises(ValueError, match=r"received input with shape \(2, 7, 4\)"):
         layer(np.ones((2, 7, 4), "float32"))
-    with pytest.raises(ValueError, match=r"Received: input_shape=\(2, 6, 3\)"):
+    with pytest.raises(ValueError, match=r"received input with shape \(2, 6, 3\)"):
         layer(np.ones((2, 6, 3), "float32"))
+    with pytest.raises(ValueError, match=r"Received: input_shape=\(2, 6, 3\)"):
+        layer.votes(np.ones((2, 6, 3), "float32"))  # outside `__call__`
+
+
+def test_primary_caps_refuses_other_channels_once_built():
+    layer = PrimaryCaps(2, 4, kernel_size=3)
+    layer(np.ones((1, 5, 5, 3), "float32"))
+    with pytest.raises(ValueError, match=r"received input with shape \(1, 5, 5, 2\)"):
+        layer(np.ones((1, 5, 5, 2), "float32"))
 
 
 def test_mask_bad_inputs():
@@ -105,3 +116,29 @@ def test_mask_bad_inputs():
         Mask()([caps, np.array([0, 1]), np.array([1, 0])])
     with pytest.raises(ValueError, match=RECEIVED):
         Mask()([caps, np.ones((2, 5), "float32")])  # one-hot of the wrong width
+
+
+@pytest.mark.parametrize(
+    "layer, old, new, value",
+    [
+        (PrimaryCaps, "num_capsules", "capsule_types", 4),
+        (Squash, "variant", "squash", "exponential"),
+    ],
+)
+def test_old_argument_names_work_with_a_deprecation_warning(layer, old, new, value):
+    """One name for one idea: `PrimaryCaps(capsule_types=)` as in
+    `PrimaryMatrixCaps`, `Squash(squash=)` as in `DigitCaps`. The old names
+    keep working, in code and in saved configs, and say what replaced them."""
+    with pytest.warns(DeprecationWarning, match=f"`{old}` is deprecated.*`{new}`"):
+        renamed = layer(**{old: value})
+    assert getattr(renamed, new) == value
+    config = {**layer(**{new: value}).get_config(), "name": "saved_before"}
+    assert new in config and old not in config
+    del config[new]
+    with pytest.warns(DeprecationWarning, match=f"`{old}` is deprecated"):
+        loaded = layer.from_config({**config, old: value})
+    assert getattr(loaded, new) == value
+    with pytest.warns(DeprecationWarning, match=f"`{old}` is deprecated"):
+        assert getattr(loaded, old) == value
+    with pytest.raises(ValueError, match=f"Received: {old}="):
+        layer(**{old: value, new: value})

@@ -6,9 +6,18 @@ length of each capsule vector).
 """
 
 import keras
-from keras import initializers, layers, ops
+from keras import InputSpec, initializers, layers, ops
 
-from capsules_keras._checks import check_positive_int, check_positive_number, check_rank
+from capsules_keras._checks import (
+    check_axis,
+    check_padding,
+    check_positive_int,
+    check_positive_int_or_pair,
+    check_positive_number,
+    check_rank,
+    renamed_argument,
+    warn_renamed,
+)
 from capsules_keras.ops import (
     EPSILON,
     conv2d_patches_compiled,
@@ -22,11 +31,6 @@ from capsules_keras.ops import (
 register = keras.saving.register_keras_serializable(package="capsules_keras")
 
 
-def _check_axis(axis):
-    if isinstance(axis, bool) or not isinstance(axis, int):
-        raise ValueError(f"`axis` must be an integer. Received: axis={axis!r}")
-
-
 @register
 class Squash(layers.Layer):
     """Squashes vectors to a length in [0, 1), keeping their direction.
@@ -37,9 +41,11 @@ class Squash(layers.Layer):
         axis: The capsule-dimension axis. Defaults to the last one.
         epsilon: Positive constant under the square root; keeps the value and
             the gradient finite at the zero vector.
-        variant: `"sabour"` (above, the paper's) or `"exponential"`
+        squash: `"sabour"` (above, the paper's) or `"exponential"`
             (Efficient-CapsNet's `(1 - exp(-|s|)) * s / |s|`, see
-            `capsules_keras.ops.exponential_squash`).
+            `capsules_keras.ops.exponential_squash`), as in
+            `DigitCaps(squash=...)`. Its old name, `variant`, still works
+            with a `DeprecationWarning`.
 
     Input shape:
         Any tensor, e.g. `(batch_size, num_capsules, capsule_dim)`.
@@ -53,15 +59,22 @@ class Squash(layers.Layer):
     Reference: Sabour et al. (2017), equation 1.
     """
 
-    def __init__(self, axis=-1, epsilon=EPSILON, variant="sabour", **kwargs):
+    def __init__(self, axis=-1, epsilon=EPSILON, squash="sabour", **kwargs):
+        squash = renamed_argument(kwargs, "variant", "squash", squash, "sabour")
         super().__init__(**kwargs)
-        _check_axis(axis)
+        check_axis("axis", axis)
         check_positive_number("epsilon", epsilon)
-        self.squash_fn = get_squash(variant)
+        self.squash_fn = get_squash(squash, name="squash")
         self.axis = axis
         self.epsilon = epsilon
-        self.variant = variant
+        self.squash = squash
         self.supports_masking = True
+
+    @property
+    def variant(self):
+        """Deprecated: the old name of `squash`."""
+        warn_renamed("variant", "squash")
+        return self.squash
 
     def call(self, inputs):
         return self.squash_fn(inputs, axis=self.axis, epsilon=self.epsilon)
@@ -71,7 +84,7 @@ class Squash(layers.Layer):
 
     def get_config(self):
         base_config = super().get_config()
-        config = {"axis": self.axis, "epsilon": self.epsilon, "variant": self.variant}
+        config = {"axis": self.axis, "epsilon": self.epsilon, "squash": self.squash}
         return {**base_config, **config}
 
 
@@ -79,16 +92,17 @@ class Squash(layers.Layer):
 class PrimaryCaps(layers.Layer):
     """Convolutional capsules: a Conv2D whose channels are cut into capsules.
 
-    `u = squash(reshape(conv2d(x), (batch_size, H' * W' * num_capsules,
+    `u = squash(reshape(conv2d(x), (batch_size, H' * W' * capsule_types,
     capsule_dim)))`
 
-    Capsule `i` of the output is capsule type `i % num_capsules` at grid cell
-    `i // num_capsules`, with cells numbered row by row (`row * W' + col`).
+    Capsule `i` of the output is capsule type `i % capsule_types` at grid cell
+    `i // capsule_types`, with cells numbered row by row (`row * W' + col`).
     There is no ReLU: the squash is the non-linearity.
 
     Args:
-        num_capsules: Number of capsule types (channels groups) per grid cell.
-            The paper uses 32.
+        capsule_types: Number of capsule types (channel groups) per grid
+            cell, as in `PrimaryMatrixCaps`. The paper uses 32. Its old name,
+            `num_capsules`, still works with a `DeprecationWarning`.
         capsule_dim: Dimension of each capsule. The paper uses 8.
         kernel_size: Convolution window, an int or a pair of ints.
         strides: Convolution strides, an int or a pair of ints.
@@ -102,8 +116,8 @@ class PrimaryCaps(layers.Layer):
         height and width.
 
     Output shape:
-        `(batch_size, H' * W' * num_capsules, capsule_dim)`, where `H'`, `W'`
-        are the convolution's output height and width.
+        `(batch_size, H' * W' * capsule_types, capsule_dim)`, where `H'`,
+        `W'` are the convolution's output height and width.
 
     >>> x = keras.ops.ones((2, 20, 20, 256))  # Conv2D(256, 9) of a 28x28 digit
     >>> tuple(PrimaryCaps(32, 8, kernel_size=9, strides=2)(x).shape)
@@ -114,7 +128,7 @@ class PrimaryCaps(layers.Layer):
 
     def __init__(
         self,
-        num_capsules=32,
+        capsule_types=32,
         capsule_dim=8,
         kernel_size=9,
         strides=2,
@@ -124,14 +138,20 @@ class PrimaryCaps(layers.Layer):
         kernel_regularizer=None,
         **kwargs,
     ):
+        capsule_types = renamed_argument(
+            kwargs, "num_capsules", "capsule_types", capsule_types, 32
+        )
         super().__init__(**kwargs)
-        check_positive_int("num_capsules", num_capsules)
+        check_positive_int("capsule_types", capsule_types)
         check_positive_int("capsule_dim", capsule_dim)
-        self.num_capsules = num_capsules
+        self.capsule_types = capsule_types
         self.capsule_dim = capsule_dim
-        # Conv2D validates kernel_size, strides and padding itself.
+        # Checked here: Conv2D's own checks let bools, None and some strings in.
+        check_positive_int_or_pair("kernel_size", kernel_size)
+        check_positive_int_or_pair("strides", strides)
+        check_padding(padding)
         self.conv = layers.Conv2D(
-            filters=num_capsules * capsule_dim,
+            filters=capsule_types * capsule_dim,
             kernel_size=kernel_size,
             strides=strides,
             padding=padding,
@@ -141,6 +161,12 @@ class PrimaryCaps(layers.Layer):
             dtype=self.dtype_policy,
             name="conv",
         )
+
+    @property
+    def num_capsules(self):
+        """Deprecated: the old name of `capsule_types`."""
+        warn_renamed("num_capsules", "capsule_types")
+        return self.capsule_types
 
     def _grid_shape(self, input_shape):
         """(H', W') of the convolution output; checks the input."""
@@ -158,12 +184,12 @@ class PrimaryCaps(layers.Layer):
     def build(self, input_shape):
         self._grid_shape(input_shape)
         self.conv.build(input_shape)
-        # Backend-specific for a measured reason: on the jax backend on CPU,
-        # XLA's strided convolution is pathologically slow to differentiate
-        # (the paper's 9x9/2 conv, 256 -> 256 channels, batch 100: 21 s per
-        # forward+backward step, against 1.05 s for the same convolution
-        # written as patches + one matmul; torch and tensorflow take 0.8 s
-        # with their own convolution, and 1.2-2.2 s with patches).
+        # As Conv2D's: Keras refuses, before `call`, another number of channels.
+        self.input_spec = InputSpec(ndim=4, axes={-1: input_shape[-1]})
+        # Backend-specific for a measured reason: on jax on CPU, XLA
+        # differentiates the strided convolution far more slowly than the
+        # same convolution written as patches and one matmul
+        # (docs/design-decisions.md, "Primary capsules on jax").
         # The weights are the Conv2D's either way. The patches are one
         # compiled program (see `conv2d_patches_compiled`).
         self._conv_as_matmul = jax_on_cpu()
@@ -178,20 +204,20 @@ class PrimaryCaps(layers.Layer):
 
     def call(self, inputs):
         height, width = self._grid_shape(inputs.shape)
-        x = self._convolve(inputs)  # (batch_size, H', W', num_capsules * dim)
-        # (batch_size, H' * W' * num_capsules, capsule_dim)
-        u = ops.reshape(x, (-1, height * width * self.num_capsules, self.capsule_dim))
+        x = self._convolve(inputs)  # (batch_size, H', W', capsule_types * dim)
+        # (batch_size, H' * W' * capsule_types, capsule_dim)
+        u = ops.reshape(x, (-1, height * width * self.capsule_types, self.capsule_dim))
         return squash(u)
 
     def compute_output_shape(self, input_shape):
         height, width = self._grid_shape(input_shape)
-        num_capsules = height * width * self.num_capsules
+        num_capsules = height * width * self.capsule_types
         return (input_shape[0], num_capsules, self.capsule_dim)
 
     def get_config(self):
         base_config = super().get_config()
         config = {
-            "num_capsules": self.num_capsules,
+            "capsule_types": self.capsule_types,
             "capsule_dim": self.capsule_dim,
             "kernel_size": self.conv.kernel_size,
             "strides": self.conv.strides,

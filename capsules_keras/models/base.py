@@ -2,8 +2,8 @@
 
 `CapsuleModel` is a `keras.Model` whose `fit`, `evaluate` and `predict` take
 images and labels as users hold them (checked and converted by
-`capsules_keras.inputs`), whose loss is its own (`compile` refuses another),
-and whose `analyze` runs a step over a few images in batches and returns
+`capsules_keras.inputs`), whose loss is its own unless `compile` is given
+another, and whose `analyze` runs a step over a few images in batches and returns
 NumPy arrays.
 """
 
@@ -11,7 +11,12 @@ import keras
 import numpy as np
 
 from capsules_keras._checks import check_positive_int
-from capsules_keras.inputs import is_array, prepare_images, prepare_labels
+from capsules_keras.inputs import (
+    image_batch,
+    is_array,
+    prepare_images,
+    prepare_labels,
+)
 from capsules_keras.models.pretrained import pretrained_path
 
 #: The fewest rows `analyze` computes in one step (`CapsuleModel._in_batches`).
@@ -21,15 +26,26 @@ MIN_PADDED_ROWS = 16
 class CapsuleModel(keras.Model):
     """A model with its own loss, whose arrays are checked with `prepare`.
 
+    Every capsule model gives the same outputs:
+
+    - `model(x)` (`call`): a dict of tensors whose `"scores"` are the class
+      scores `(batch_size, num_classes)`; its other entries are the model's
+      own (e.g. `"capsules"`).
+    - `model.predict(x)`: those class scores, `(n, num_classes)`.
+    - `model.analyze(images, labels=None, *, batch_size=128,
+      routing_iterations=None)`: NumPy arrays, among them `"scores"` and
+      `"predictions"` `(n,)`, and what the model shows inside.
+
     Subclasses set `image_shape` and `num_classes`, describe their loss in
-    `OWN_LOSS` and compute it in `_task_loss`; `_scores` picks the class
-    scores from the outputs of `call`. `fit` applies `prepare` to `x, y` and
-    to `validation_data`, `evaluate` to `x, y`, `predict` to `x`. Models
-    loaded from a file get their own `compile` back.
+    `OWN_LOSS` and compute it in `_task_loss`. `fit` applies `prepare` to
+    `x, y` and to `validation_data`, `evaluate` to `x, y`, `predict` to
+    `x`. Models loaded from a file get their own `compile` back.
     """
 
-    #: What the model's loss is, for the error when `compile` gets a loss.
+    #: What the model's own loss is (its `_task_loss`).
     OWN_LOSS = ""
+    #: False after `compile(loss=...)` with a loss of the user's.
+    _uses_own_loss = True
 
     @classmethod
     def from_preset(cls, name):
@@ -57,25 +73,30 @@ class CapsuleModel(keras.Model):
             )
         return model
 
-    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
-        """Like `keras.Model.compile`; the loss is the model's own.
+    def compile(self, optimizer="adam", loss="auto", metrics=None, **kwargs):
+        """`keras.Model.compile`, with the model's own loss by default.
 
         Args:
             optimizer: Optimizer; the papers use Adam.
-            loss: Must be None: the model computes its own loss (see
-                `compute_loss`).
+            loss: `"auto"` or None (the default): the model's own loss
+                (`OWN_LOSS`: e.g. the margin loss plus the reconstruction
+                loss). Any other loss `keras.Model.compile` takes replaces
+                it: computed on the class scores (what `predict` returns)
+                against the labels, with nothing else added, so a decoder
+                no longer learns.
             metrics: Metrics on the class scores; `["accuracy"]` (or the
                 model's own default) if None.
             **kwargs: Passed to `keras.Model.compile` (e.g. `jit_compile`).
         """
-        if loss is not None:
-            raise ValueError(
-                f"{type(self).__name__} computes its own loss ({self.OWN_LOSS}); "
-                f"do not pass one. Received: loss={loss!r}"
-            )
+        self._uses_own_loss = loss is None or loss == "auto"
         if metrics is None:
             metrics = self._default_metrics()
-        super().compile(optimizer=optimizer, metrics=metrics, **kwargs)
+        super().compile(
+            optimizer=optimizer,
+            loss=None if self._uses_own_loss else loss,
+            metrics=metrics,
+            **kwargs,
+        )
 
     def _default_metrics(self):
         return ["accuracy"]
@@ -95,7 +116,13 @@ class CapsuleModel(keras.Model):
     def compute_loss(
         self, x=None, y=None, y_pred=None, sample_weight=None, training=True
     ):
-        """The model's own loss (`_task_loss`), plus e.g. kernel regularizers."""
+        """The model's own loss (`_task_loss`), plus e.g. kernel regularizers;
+        or the loss given to `compile`, on the class scores."""
+        if not self._uses_own_loss:
+            scores = y_pred["scores"]
+            return super().compute_loss(x, y, scores, sample_weight, training)
+        if x is not None:  # the images a decoder redraws, scaled as `call` saw them
+            x = image_batch(x, self.image_shape)
         loss = self._task_loss(x, y, y_pred, sample_weight, training)
         if self.losses:  # e.g. kernel regularizers, scaled for tf.distribute
             loss = loss + super().compute_loss(x, y, y_pred, sample_weight, training)
@@ -142,11 +169,11 @@ class CapsuleModel(keras.Model):
         outputs = super().predict(
             x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks
         )
-        return self._scores(outputs)
+        return outputs["scores"]
 
-    def _scores(self, outputs):
-        """The class scores among the outputs of `call`."""
-        return outputs
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Metrics see the class scores."""
+        return super().compute_metrics(x, y, y_pred["scores"], sample_weight)
 
     def _in_batches(self, step, batch_size, *arrays):
         """`step(*batch)` over `batch_size` rows of `arrays` at a time, as NumPy.
@@ -158,10 +185,9 @@ class CapsuleModel(keras.Model):
         `batch_size`, and the padding's rows dropped from the result: every
         row is computed on its own, and the backends that compile a program
         per input shape (jax's eager ops, tensorflow's compiled routing) meet
-        a few shapes instead of one per call. On jax on this project's 2-core
-        CPU, each new shape cost an EfficientCapsNet's `analyze` 2.5-4 s of
-        compiling, while 16 rows instead of 1 cost it 0.01 s more, a CapsNet's
-        0.07 s.
+        a few shapes instead of one per call. On jax a new shape costs far
+        more compiling than the padding's rows cost computing
+        (docs/design-decisions.md, "Padded batches in analyze").
         """
         check_positive_int("batch_size", batch_size)
         parts = []

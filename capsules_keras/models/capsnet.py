@@ -39,13 +39,14 @@ class CapsNet(VectorCapsNet):
     count. A `tf.data.Dataset`, `keras.utils.PyDataset` or generator passes
     through unchecked; see `capsules_keras.inputs` for what it must yield.
 
-    Outputs:
-        - `model.predict(x)`: class probabilities (capsule lengths),
-          `(n, num_classes)`.
-        - `model(x)`: a dict with `"lengths"` and `"capsules"`
-          `(batch_size, num_classes, digit_dim)`.
-        - `model.analyze(x, y=None)`: NumPy dict with the lengths, predicted
-          classes, digit capsules, reconstructions and coupling coefficients.
+    Outputs (the same contract as every capsule model, `CapsuleModel`):
+        - `model.predict(x)`: the class scores, class probabilities (capsule
+          lengths), `(n, num_classes)`.
+        - `model(x)`: a dict with those `"scores"` (also as `"lengths"`) and
+          the `"capsules"` `(batch_size, num_classes, digit_dim)`.
+        - `model.analyze(x, y=None)`: NumPy dict with the scores (also as
+          `lengths`), predicted classes, digit capsules, reconstructions and
+          coupling coefficients.
         - `fit` and `evaluate` log the loss's two terms next to `loss`:
           `margin_loss` and `reconstruction_loss` (the unweighted per-image
           sum of squared errors; absent when `reconstruction_weight=0`), so
@@ -97,14 +98,14 @@ class CapsNet(VectorCapsNet):
         **kwargs,
     ):
         super().__init__(
-            image_shape,
-            num_classes,
-            routing_iterations,
-            reconstruction_weight,
-            digit_dim,
-            decoder_units,
-            routing,
-            scale_agreement,
+            image_shape=image_shape,
+            num_classes=num_classes,
+            routing_iterations=routing_iterations,
+            reconstruction_weight=reconstruction_weight,
+            digit_dim=digit_dim,
+            decoder_units=decoder_units,
+            routing=routing,
+            scale_agreement=scale_agreement,
             **kwargs,
         )
         check_positive_int("conv_filters", conv_filters)

@@ -36,8 +36,8 @@ class EfficientCapsNet(VectorCapsNet):
     github.com/EscVM/Efficient-CapsNet): each of their convolutions
     applies its ReLU first and batch normalisation after it
     (`BN(ReLU(Conv2D(x)))`); here batch normalisation comes first, as
-    drawn above. The parameters are the same; one epoch from one seed
-    gave 99.08% here and 99.07% in their order (docs/differences.md).
+    drawn above. The parameters are the same, and one epoch in either
+    order reached practically the same test accuracy (docs/differences.md).
     It stays, because every saved model and the pretrained preset were
     trained in this order.
 
@@ -85,14 +85,14 @@ class EfficientCapsNet(VectorCapsNet):
         **kwargs,
     ):
         super().__init__(
-            image_shape,
-            num_classes,
-            routing_iterations,
-            reconstruction_weight,
-            digit_dim,
-            decoder_units,
-            routing,
-            scale_agreement,
+            image_shape=image_shape,
+            num_classes=num_classes,
+            routing_iterations=routing_iterations,
+            reconstruction_weight=reconstruction_weight,
+            digit_dim=digit_dim,
+            decoder_units=decoder_units,
+            routing=routing,
+            scale_agreement=scale_agreement,
             **kwargs,
         )
         self._add_layers()
@@ -109,7 +109,8 @@ class EfficientCapsNet(VectorCapsNet):
                     kernel_initializer="he_normal",
                     name=f"conv{k}",
                 ),
-                # Keras' own, fused on torch (1.09x faster training there).
+                # Keras' own, fused on torch (docs/design-decisions.md,
+                # "Fused batch normalisation on torch").
                 BatchNormalization(name=f"bn{k}"),
                 layers.ReLU(name=f"relu{k}"),
             ]
@@ -124,7 +125,7 @@ class EfficientCapsNet(VectorCapsNet):
                 # One filter per channel over the whole last feature map.
                 layers.DepthwiseConv2D((height, width), name="depthwise"),
                 layers.Reshape(self.PRIMARY_CAPSULES),
-                Squash(variant=self.SQUASH, name="squash"),
+                Squash(squash=self.SQUASH, name="squash"),
             ],
             name="primary_caps",
         )
@@ -134,12 +135,11 @@ class EfficientCapsNet(VectorCapsNet):
         # The depthwise kernel covers the whole map without padding: one dot
         # product per channel, y[b, c] = sum_hw x[b, h, w, c] k[h, w, c] + b[c],
         # computed as that contraction on every backend; the weights stay
-        # the DepthwiseConv2D's, so saved files load as before. Measured
-        # (benchmarks/efficient/README.md): XLA on CPU differentiates the
-        # convolution very slowly (jax: 44-56 ms against 1.5 ms for the
-        # contraction; tensorflow with XLA trained the model at 225 images/s
-        # with it, 537 with the contraction); torch eager and tensorflow's
-        # graph train at the same speed either way.
+        # the DepthwiseConv2D's, so saved files load as before. XLA on CPU
+        # differentiates the depthwise convolution very slowly, and torch
+        # eager and tensorflow's graph train at the same speed either way
+        # (docs/design-decisions.md, "Efficient-CapsNet's primary capsules
+        # as a contraction").
         depthwise, reshape, squash = self.primary_caps.layers
         x = ops.einsum("bhwc,hwc->bc", features, depthwise.kernel[..., 0])
         return squash(reshape(x + depthwise.bias))

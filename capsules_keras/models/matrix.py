@@ -1,10 +1,11 @@
 """A small matrix-capsule network with EM routing (Hinton, Sabour & Frosst 2018)."""
 
 import keras
+import numpy as np
 from keras import initializers, layers, ops
 
 from capsules_keras._checks import check_image_shape, check_positive_int
-from capsules_keras.inputs import prepare_images
+from capsules_keras.inputs import image_batch, prepare_images
 from capsules_keras.layers import (
     BatchNormalization,
     ClassMatrixCaps,
@@ -37,18 +38,19 @@ class MatrixCapsNet(CapsuleModel):
     63,324 trainable parameters for 28x28x1 digits (63,389 with the batch
     normalisation's moving statistics and the margin).
 
-    Two departures from the paper, both measured (benchmarks/em/README.md):
+    Two departures from the paper, both measured (docs/design-decisions.md,
+    "Matrix capsules: batch normalisation and two EM iterations"):
 
     - Batch normalisation after the first convolution (momentum 0.9, so
       that its test-time statistics settle within the short runs of the
-      quick preset). Without it, the primary poses start ~10x smaller
+      quick preset). Without it, the primary poses start far smaller
       than the coordinates that coordinate addition puts into the class
       votes, and the votes hardly depend on the image.
     - 2 EM iterations by default (`ROUTING_ITERATIONS`), not the paper's 3:
-      with 3, training predicted one class for all 60 steps of a probe
-      where 2 iterations reached 76% training accuracy; the third E-step makes
-      the assignments nearly hard and little gradient passes through
-      them. `routing_iterations=3` remains available.
+      with 3, a short training probe predicted one class for every digit
+      where 2 iterations learned; the third E-step makes the assignments
+      nearly hard and little gradient passes through them.
+      `routing_iterations=3` remains available.
 
     The loss is the model's own: the spread loss with the margin held in the
     non-trainable variable `spread_margin` (0.2 at first). Raise it during
@@ -58,11 +60,14 @@ class MatrixCapsNet(CapsuleModel):
     (uint8 or [0, 1] floats, `(n, 28, 28)` or with the channel axis;
     integer or one-hot labels), checked by `capsules_keras.inputs`.
 
-    Outputs:
-        - `model.predict(x)` and `model(x)`: the class capsules'
+    Outputs (the same contract as every capsule model, `CapsuleModel`):
+        - `model.predict(x)`: the class scores, the class capsules'
           activations, `(n, num_classes)`.
-        - `model.class_capsules(x)`: poses and activations,
-          `(n, num_classes, 17)`.
+        - `model(x)`: a dict with those `"scores"` and the class
+          `"capsules"`, poses and activations, `(batch_size, num_classes, 17)`.
+        - `model.analyze(x)`: NumPy dict with the scores (also as
+          `activations`), predicted classes, the class layer's assignments
+          and the children's activations.
 
     Args:
         image_shape: `(height, width, channels)` of the input images.
@@ -175,18 +180,20 @@ class MatrixCapsNet(CapsuleModel):
         """Class capsules `(batch_size, num_classes, 17)` of prepared images."""
         return self.class_caps(self._class_inputs(images, training))
 
-    def analyze(self, images, batch_size=128, routing_iterations=None):
+    def analyze(self, images, labels=None, *, batch_size=128, routing_iterations=None):
         """What the class capsules see for a few images, as NumPy arrays.
 
         Args:
             images: `(n, *image_shape)` images (as `predict` takes them).
+            labels: None: the model has no decoder that labels would steer
+                (the argument keeps `analyze` the same across the models).
             batch_size: Images per forward pass.
             routing_iterations: Route the class capsules with this many EM
                 iterations instead of the model's own (the convolutional
                 capsule layers keep theirs); 1 gives uniform assignments.
 
         Returns:
-            A dict with `activations` `(n, classes)` (the class scores),
+            A dict with `scores` and `activations` (the same) `(n, classes)`,
             `predictions` `(n,)`, `assignments` `(n, children, classes)`,
             the class layer's `R` of its last M-step, and
             `child_activations` `(n, children)`, the activations `a_i` that
@@ -194,6 +201,12 @@ class MatrixCapsNet(CapsuleModel):
             convolutional capsule layer in (row, col, type) order: child
             `i` sits in grid cell `i // capsule_types[-1]`, row by row.
         """
+        if labels is not None:
+            raise ValueError(
+                "MatrixCapsNet.analyze takes no labels: the model has no "
+                "decoder to show them to. Received: labels of shape "
+                f"{np.shape(labels)}"
+            )
         images = prepare_images(images, self.image_shape, name="images")
 
         def step(batch):
@@ -206,17 +219,20 @@ class MatrixCapsNet(CapsuleModel):
             }
 
         result = self._in_batches(step, batch_size, images)
+        result["scores"] = result["activations"]
         result["predictions"] = result["activations"].argmax(-1)
         return result
 
     def call(self, images, training=None):
-        # The class scores: the activations of the class capsules.
+        images = image_batch(images, self.image_shape)
         capsules = self.class_capsules(images, training=training)
-        return ops.cast(capsules[..., POSE_SIZE], "float32")
+        # The class scores: the activations of the class capsules.
+        scores = ops.cast(capsules[..., POSE_SIZE], "float32")
+        return {"scores": scores, "capsules": capsules}
 
     def _task_loss(self, x, y, y_pred, sample_weight, training):
         """The spread loss with the current `spread_margin`."""
-        return self.spread_loss(y, y_pred, sample_weight)
+        return self.spread_loss(y, y_pred["scores"], sample_weight)
 
     def get_config(self):
         config = {

@@ -17,7 +17,7 @@ from capsules_keras._checks import (
     check_positive_int,
     check_positive_number,
 )
-from capsules_keras.inputs import prepare_images
+from capsules_keras.inputs import image_batch, prepare_images
 from capsules_keras.layers import DigitCaps, Length, Mask, legacy_scale_agreement
 from capsules_keras.losses import MarginLoss, ReconstructionLoss
 from capsules_keras.models.base import CapsuleModel
@@ -27,9 +27,9 @@ from capsules_keras.routing import check_routing
 class VectorCapsNet(CapsuleModel):
     """An encoder, digit capsules with routing, and a decoder (see `CapsNet`).
 
-    Subclasses call `__init__` with the shared arguments, set what their
-    `_encoder()` reads, then call `_add_layers()`; their `get_config` adds
-    their own arguments to the shared ones.
+    Subclasses call `__init__` with the shared arguments (by keyword), set
+    what their `_encoder()` reads, then call `_add_layers()`; their
+    `get_config` adds their own arguments to the shared ones.
     """
 
     OWN_LOSS = "margin loss + weighted reconstruction loss"
@@ -38,6 +38,7 @@ class VectorCapsNet(CapsuleModel):
 
     def __init__(
         self,
+        *,
         image_shape,
         num_classes,
         routing_iterations,
@@ -139,17 +140,17 @@ class VectorCapsNet(CapsuleModel):
         # `training` passed on explicitly: jax's trainer calls `call` itself,
         # with no outer `__call__` to hand it to sublayers (BatchNormalization
         # in Efficient-CapsNet's stack would stay in inference mode).
+        images = image_batch(images, self.image_shape)
         features = self.conv(images, training=training)
         capsules, _ = self.digit_caps(self._primary_capsules(features, training))
-        return {"lengths": self.length(capsules), "capsules": capsules}
+        lengths = self.length(capsules)
+        # The class scores are the capsules' lengths ("lengths", their name
+        # before every model had "scores").
+        return {"scores": lengths, "lengths": lengths, "capsules": capsules}
 
     def _primary_capsules(self, features, training=None):
         """The primary capsules `(batch_size, in_capsules, dim)` of `features`."""
         return self.primary_caps(features, training=training)
-
-    def _scores(self, outputs):
-        """Class probabilities: the digit capsules' lengths, `(n, classes)`."""
-        return outputs["lengths"]
 
     def reconstruct(self, capsules, labels=None):
         """Decodes capsules masked by `labels`, or by the longest capsule.
@@ -187,11 +188,7 @@ class VectorCapsNet(CapsuleModel):
         self.reconstruction_loss_mean.update_state(reconstruction)
         return margin + self.reconstruction_weight * reconstruction
 
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        """Metrics see the class probabilities (capsule lengths)."""
-        return super().compute_metrics(x, y, y_pred["lengths"], sample_weight)
-
-    def analyze(self, images, labels=None, batch_size=128, routing_iterations=None):
+    def analyze(self, images, labels=None, *, batch_size=128, routing_iterations=None):
         """Everything inside the network for a few images, as NumPy arrays.
 
         Args:
@@ -203,7 +200,8 @@ class VectorCapsNet(CapsuleModel):
                 model's own (e.g. 2 shows the couplings after one update).
 
         Returns:
-            A dict with `lengths` `(n, classes)`, `predictions` `(n,)`,
+            A dict with `scores` and `lengths` (the same) `(n, classes)`,
+            `predictions` `(n,)`,
             `capsules` `(n, classes, digit_dim)`, `reconstructions`
             `(n, *image_shape)` and `coupling` `(n, in_capsules, classes)`,
             the coupling coefficients of the last routing iteration.
@@ -229,6 +227,7 @@ class VectorCapsNet(CapsuleModel):
 
         arrays = (images,) if labels is None else (images, labels)
         result = self._in_batches(step, batch_size, *arrays)
+        result["scores"] = result["lengths"]
         result["predictions"] = self.predicted_classes(result["lengths"])
         return result
 

@@ -156,7 +156,7 @@ def plot_capsnet_architecture(model):
             (
                 "encoder",
                 "PrimaryCaps",
-                f"{primary.num_capsules} types x {primary_dim}D, "
+                f"{primary.capsule_types} types x {primary_dim}D, "
                 f"{_window_text(primary.conv)}\n"
                 f"{rows} x {cols} grid → {in_capsules:,} capsules\nsquash",
                 _params_text(primary),
