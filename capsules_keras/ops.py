@@ -118,15 +118,13 @@ def exponential_squash(s, axis=-1, epsilon=EPSILON):
 SQUASHES = {"sabour": squash, "exponential": exponential_squash}
 
 
-def get_squash(variant, name="squash"):
-    """The squash function named `variant` (see `SQUASHES`); `name`: the
-    argument that passed it, for the error."""
-    if not isinstance(variant, str) or variant not in SQUASHES:
+def get_squash(squash):
+    """The squash function named `squash` (see `SQUASHES`)."""
+    if not isinstance(squash, str) or squash not in SQUASHES:
         raise ValueError(
-            f"The squash variant `{name}` must be one of {sorted(SQUASHES)}. "
-            f"Received: {name}={variant!r}"
+            f"`squash` must be one of {sorted(SQUASHES)}. Received: squash={squash!r}"
         )
-    return SQUASHES[variant]
+    return SQUASHES[squash]
 
 
 def layer_norm(x, scale=None, offset=None, epsilon=1e-5):

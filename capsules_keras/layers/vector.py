@@ -64,7 +64,7 @@ class Squash(layers.Layer):
         super().__init__(**kwargs)
         check_axis("axis", axis)
         check_positive_number("epsilon", epsilon)
-        self.squash_fn = get_squash(squash, name="squash")
+        self.squash_fn = get_squash(squash)
         self.axis = axis
         self.epsilon = epsilon
         self.squash = squash
