@@ -20,7 +20,7 @@ import time
 import keras
 
 from capsules_keras.data import DATASETS, get_dataset
-from capsules_keras.models import VectorCapsNet
+from capsules_keras.models import CapsuleClassifier
 from capsules_keras.training import positive_int, saved_run, test_scores
 
 
@@ -59,7 +59,7 @@ def main(argv=None):
 
     model = keras.saving.load_model(path)
     if args.routing_iterations:
-        if not isinstance(model, VectorCapsNet):
+        if not isinstance(model, CapsuleClassifier):
             raise SystemExit(
                 f"--routing-iterations needs a CapsNet; {path!r} holds a "
                 f"{type(model).__name__}"
@@ -72,7 +72,7 @@ def main(argv=None):
     accuracy = result["test_accuracy"]
     print(f"Model:    {path}")
     print(f"Backend:  {keras.backend.backend()}")
-    if isinstance(model, VectorCapsNet):
+    if isinstance(model, CapsuleClassifier):
         print(f"Routing:  {model.routing_iterations} iterations")
     print(
         f"Data:     {dataset.title} from {origin}, {len(x_test):,} {dataset.test_noun}"

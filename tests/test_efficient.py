@@ -99,8 +99,8 @@ def test_too_small_images_are_refused():
 
 
 def test_the_primary_capsules_as_a_contraction_are_the_depthwise_convolution():
-    # The model computes them as one contraction (EfficientCapsNet.
-    # _primary_capsules); against keras' own convolution with its weights.
+    # The encoder computes them as one contraction (EfficientEncoder.
+    # primary_capsules); against keras' own convolution with its weights.
     model = EfficientCapsNet()
     depthwise, reshape, squash = model.primary_caps.layers
     depthwise.bias.assign(random(128, seed=1))
@@ -110,13 +110,13 @@ def test_the_primary_capsules_as_a_contraction_are_the_depthwise_convolution():
         return squash(reshape(depthwise(x)))
 
     np.testing.assert_allclose(
-        ops.convert_to_numpy(model._primary_capsules(features)),
+        ops.convert_to_numpy(model.backbone.encoder.primary_capsules(features)),
         ops.convert_to_numpy(keras_own(features)),
         rtol=1e-5,
         atol=1e-6,
     )
     np.testing.assert_allclose(
-        gradient(model._primary_capsules, features),
+        gradient(model.backbone.encoder.primary_capsules, features),
         gradient(keras_own, features),
         rtol=1e-4,
         atol=1e-6,

@@ -21,7 +21,12 @@ import pytest
 from conftest import BACKENDS, REPO_ROOT, TOLERANCE
 
 from capsules_keras import MatrixCapsNet
-from capsules_keras.models import CapsNet
+from capsules_keras.models import (
+    CapsNet,
+    CapsuleBackbone,
+    CapsuleClassifier,
+    EfficientEncoder,
+)
 
 #: Narrow networks: what is tested is saving, not a model's size.
 NARROW = {"conv_filters": 8, "primary_capsules": 2, "decoder_units": (16,)}
@@ -29,6 +34,11 @@ MODELS = {
     "capsnet": lambda: CapsNet(**NARROW),
     "self_attention": lambda: CapsNet(routing="self_attention", **NARROW),
     "inverted_dot_product": lambda: CapsNet(routing="inverted_dot_product", **NARROW),
+    # A composition without a name of its own: its config nests the backbone.
+    "composed": lambda: CapsuleClassifier(
+        CapsuleBackbone(EfficientEncoder(), routing="self_attention"),
+        decoder_units=(16,),
+    ),
     "matrix": lambda: MatrixCapsNet(
         conv_filters=8, capsule_types=(4, 4, 4), routing_iterations=2
     ),
@@ -94,7 +104,7 @@ def test_every_model_loads_and_predicts_the_same_under_the_other_backends(saved)
         for name, (model, path, expected) in models.items():
             loaded = report["models"][path]
             assert loaded["class"] == type(model).__name__, name
-            if isinstance(model, CapsNet):
+            if isinstance(model, CapsuleClassifier):
                 assert loaded["routing"] == model.routing, name
             else:  # the margin variable travels with the model
                 assert loaded["spread_margin"] == pytest.approx(0.3), name

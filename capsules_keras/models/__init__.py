@@ -1,8 +1,21 @@
-"""The capsule models, on a shared base, and the CNN baseline they are compared with.
+"""The capsule models, composed from a backbone and a task, and the CNN baseline.
+
+A model is a task on a backbone (KerasHub's shape):
+
+```
+backbone = CapsuleBackbone(encoder, num_classes)  # images -> class capsules
+  encoder: CapsNetEncoder     conv -> PrimaryCaps (Sabour et al. 2017)
+           EfficientEncoder   conv stack -> depthwise capsules (Mazzia et al.)
+model = CapsuleClassifier(backbone)      # one label: lengths, decoder, loss
+model = MultiDigitClassifier(backbone)   # several digits per image
+```
+
+so every encoder trains on every task; a new encoder or task is one new
+module. The papers' models are these compositions under their names, with
+the papers' arguments:
 
 - `CapsNet` (Sabour et al. 2017) and `MultiDigitCapsNet` (its MultiMNIST
-  task), `EfficientCapsNet` (Mazzia et al. 2021): vector capsules with
-  routing and a decoder (`VectorCapsNet`);
+  task), `EfficientCapsNet` (Mazzia et al. 2021);
 - `MatrixCapsNet`: matrix capsules with EM routing (Hinton et al. 2018);
 - `baseline_cnn`: a plain CNN with CapsNet's parameter budget;
 - `PRETRAINED`: trained models shipped with the package
@@ -12,24 +25,30 @@ All capsule models are `CapsuleModel`s: they check their inputs, compute
 their own loss and `analyze` a few images in batches.
 """
 
+from capsules_keras.models.backbone import CapsuleBackbone
 from capsules_keras.models.base import CapsuleModel
 from capsules_keras.models.baseline import baseline_cnn, cnn_units_for
-from capsules_keras.models.capsnet import CapsNet
-from capsules_keras.models.efficient import EfficientCapsNet
+from capsules_keras.models.capsnet import CapsNet, CapsNetEncoder, capsnet_backbone
+from capsules_keras.models.classifier import CapsuleClassifier
+from capsules_keras.models.efficient import EfficientCapsNet, EfficientEncoder
 from capsules_keras.models.matrix import MatrixCapsNet
-from capsules_keras.models.multi_digit import MultiDigitCapsNet
+from capsules_keras.models.multi_digit import MultiDigitCapsNet, MultiDigitClassifier
 from capsules_keras.models.pretrained import PRETRAINED, pretrained_card
-from capsules_keras.models.vector import VectorCapsNet
 
 __all__ = [
     "CapsNet",
+    "CapsNetEncoder",
+    "CapsuleBackbone",
+    "CapsuleClassifier",
     "CapsuleModel",
     "EfficientCapsNet",
+    "EfficientEncoder",
     "MatrixCapsNet",
     "MultiDigitCapsNet",
+    "MultiDigitClassifier",
     "PRETRAINED",
-    "VectorCapsNet",
     "baseline_cnn",
+    "capsnet_backbone",
     "cnn_units_for",
     "pretrained_card",
 ]

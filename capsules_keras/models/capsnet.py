@@ -1,16 +1,179 @@
-"""The paper's CapsNet: a convolution, primary capsules, digit capsules, a decoder."""
+"""The paper's CapsNet: its encoder (a convolution, primary capsules), and the
+one-label task on it."""
 
 import keras
 from keras import layers
 
-from capsules_keras._checks import check_positive_int
-from capsules_keras.layers import PrimaryCaps
-from capsules_keras.models.vector import VectorCapsNet
+from capsules_keras._checks import check_image_shape, check_positive_int
+from capsules_keras.layers import PrimaryCaps, legacy_scale_agreement
+from capsules_keras.models.backbone import CapsuleBackbone
+from capsules_keras.models.classifier import CapsuleClassifier
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
-class CapsNet(VectorCapsNet):
+class CapsNetEncoder(layers.Layer):
+    """CapsNet's encoder: a ReLU convolution, then convolutional primary capsules.
+
+    ```
+    conv = Conv2D(256, 9, relu)(images)             # (b, 20, 20, 256)
+    u    = PrimaryCaps(32, 8, 9, strides=2)(conv)   # (b, 1152, 8)
+    ```
+
+    (shapes for 28x28 images.) Its capsules use the paper's squash.
+
+    Args:
+        image_shape: `(height, width, channels)` of the images.
+        conv_filters: Filters of the first convolution (256).
+        kernel_size: Kernel size of both convolutions (9).
+        primary_capsules: Capsule types in `PrimaryCaps` (32).
+        primary_dim: Dimension of the primary capsules (8).
+        **kwargs: Passed to `keras.layers.Layer`.
+    """
+
+    #: The squash of its capsules (`capsules_keras.ops.SQUASHES`).
+    squash = "sabour"
+
+    def __init__(
+        self,
+        image_shape=(28, 28, 1),
+        conv_filters=256,
+        kernel_size=9,
+        primary_capsules=32,
+        primary_dim=8,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.image_shape = check_image_shape(image_shape)
+        check_positive_int("conv_filters", conv_filters)
+        check_positive_int("kernel_size", kernel_size)
+        grid = (min(self.image_shape[:2]) - kernel_size + 1 - kernel_size) // 2 + 1
+        if grid < 1:
+            raise ValueError(
+                f"Images are too small for two {kernel_size}x{kernel_size} "
+                "convolutions (the second with stride 2). "
+                f"Received: image_shape={self.image_shape}"
+            )
+        self.conv_filters = conv_filters
+        self.kernel_size = kernel_size
+        self.primary_capsules = primary_capsules
+        self.primary_dim = primary_dim
+        self.conv = layers.Conv2D(
+            conv_filters, kernel_size, activation="relu", name="conv"
+        )
+        self.primary_caps = PrimaryCaps(
+            primary_capsules, primary_dim, kernel_size, 2, name="primary_caps"
+        )
+
+    def build(self, input_shape):
+        self.conv.build(input_shape)
+        self.primary_caps.build(self.conv.compute_output_shape(input_shape))
+        self.built = True
+
+    def call(self, images, training=None):
+        return self.primary_caps(self.conv(images))
+
+    def compute_output_shape(self, input_shape):
+        features = self.conv.compute_output_shape(input_shape)
+        return self.primary_caps.compute_output_shape(features)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "image_shape": self.image_shape,
+            "conv_filters": self.conv_filters,
+            "kernel_size": self.kernel_size,
+            "primary_capsules": self.primary_capsules,
+            "primary_dim": self.primary_dim,
+        }
+
+
+def capsnet_backbone(
+    image_shape=(28, 28, 1),
+    num_classes=10,
+    *,
+    routing_iterations=None,
+    conv_filters=256,
+    kernel_size=9,
+    primary_capsules=32,
+    primary_dim=8,
+    digit_dim=16,
+    routing="dynamic",
+    scale_agreement=True,
+):
+    """The paper's backbone: `CapsNetEncoder` routed to `num_classes` capsules.
+
+    Takes `CapsNet`'s arguments of the encoder and the class capsules (see
+    there); `CapsNet` and `MultiDigitCapsNet` build on it.
+    """
+    encoder = CapsNetEncoder(
+        image_shape,
+        conv_filters,
+        kernel_size,
+        primary_capsules,
+        primary_dim,
+        name="encoder",
+    )
+    return CapsuleBackbone(
+        encoder,
+        num_classes,
+        digit_dim,
+        routing,
+        routing_iterations,
+        scale_agreement,
+        name="backbone",
+    )
+
+
+class CapsNetArguments:
+    """`capsnet_backbone`'s arguments as a model's attributes and config.
+
+    What `CapsNet` and `MultiDigitCapsNet` share: `model.kernel_size` and
+    the like read the backbone, and `get_config` holds the arguments (as the
+    models saved before backbones existed do), not the backbone.
+    """
+
+    @property
+    def conv_filters(self):
+        return self.backbone.encoder.conv_filters
+
+    @property
+    def kernel_size(self):
+        return self.backbone.encoder.kernel_size
+
+    @property
+    def primary_capsules(self):
+        return self.backbone.encoder.primary_capsules
+
+    @property
+    def primary_dim(self):
+        return self.backbone.encoder.primary_dim
+
+    def _backbone_config(self):
+        backbone = self.backbone
+        return {
+            "image_shape": self.image_shape,
+            "num_classes": backbone.num_classes,
+            "routing_iterations": backbone.routing_iterations,
+            "conv_filters": self.conv_filters,
+            "kernel_size": self.kernel_size,
+            "primary_capsules": self.primary_capsules,
+            "primary_dim": self.primary_dim,
+            "digit_dim": backbone.digit_dim,
+            "routing": backbone.routing,
+            "scale_agreement": backbone.scale_agreement,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**legacy_scale_agreement(config))
+
+
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class CapsNet(CapsNetArguments, CapsuleClassifier):
     """The CapsNet of Sabour et al. (2017), ready for `compile` and `fit`.
+
+    The one-label task (`CapsuleClassifier`) on the paper's backbone
+    (`capsnet_backbone`: `CapsNetEncoder` and `DigitCaps`):
 
     ```
     conv      = Conv2D(256, 9, relu)(images)              # (b, 20, 20, 256)
@@ -97,45 +260,21 @@ class CapsNet(VectorCapsNet):
         scale_agreement=True,
         **kwargs,
     ):
-        super().__init__(
-            image_shape=image_shape,
-            num_classes=num_classes,
+        backbone = capsnet_backbone(
+            image_shape,
+            num_classes,
             routing_iterations=routing_iterations,
-            reconstruction_weight=reconstruction_weight,
+            conv_filters=conv_filters,
+            kernel_size=kernel_size,
+            primary_capsules=primary_capsules,
+            primary_dim=primary_dim,
             digit_dim=digit_dim,
-            decoder_units=decoder_units,
             routing=routing,
             scale_agreement=scale_agreement,
+        )
+        super().__init__(
+            backbone,
+            reconstruction_weight=reconstruction_weight,
+            decoder_units=decoder_units,
             **kwargs,
         )
-        check_positive_int("conv_filters", conv_filters)
-        check_positive_int("kernel_size", kernel_size)
-        self.conv_filters = conv_filters
-        self.kernel_size = kernel_size
-        self.primary_capsules = primary_capsules
-        self.primary_dim = primary_dim
-        self._add_layers()
-
-    def _encoder(self):
-        """The layers before `DigitCaps`: `(features, primary_capsules)`."""
-        size = self.kernel_size
-        grid = (min(self.image_shape[:2]) - size + 1 - size) // 2 + 1
-        if grid < 1:
-            raise ValueError(
-                f"Images are too small for two {size}x{size} convolutions (the "
-                f"second with stride 2). Received: image_shape={self.image_shape}"
-            )
-        conv = layers.Conv2D(self.conv_filters, size, activation="relu", name="conv")
-        primary_caps = PrimaryCaps(
-            self.primary_capsules, self.primary_dim, size, 2, name="primary_caps"
-        )
-        return conv, primary_caps
-
-    def get_config(self):
-        config = {
-            "conv_filters": self.conv_filters,
-            "kernel_size": self.kernel_size,
-            "primary_capsules": self.primary_capsules,
-            "primary_dim": self.primary_dim,
-        }
-        return {**super().get_config(), **config}

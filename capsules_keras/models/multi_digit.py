@@ -1,4 +1,6 @@
-"""CapsNet for images of several overlapping digits (MultiMNIST)."""
+"""The task of several overlapping digits per image (MultiMNIST), on any backbone."""
+
+import inspect
 
 import keras
 import numpy as np
@@ -7,16 +9,17 @@ from keras import ops
 from capsules_keras._checks import check_positive_int
 from capsules_keras.inputs import is_array, prepare_image_sets, prepare_label_sets
 from capsules_keras.metrics import k_hot, multi_label_metrics, top_k_classes
-from capsules_keras.models.capsnet import CapsNet
+from capsules_keras.models.capsnet import CapsNetArguments, capsnet_backbone
+from capsules_keras.models.classifier import CapsuleClassifier
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
-class MultiDigitCapsNet(CapsNet):
-    """CapsNet for images holding several digits of different classes.
+class MultiDigitClassifier(CapsuleClassifier):
+    """Images holding several digits of different classes, on any backbone.
 
-    Sabour et al. (2017), section 6 (MultiMNIST): the network is CapsNet's,
-    with every shape derived from the larger image (36x36 for MultiMNIST); the
-    task changes:
+    Sabour et al. (2017), section 6 (MultiMNIST): the backbone is the
+    one-label task's, with every shape derived from the larger image (36x36
+    for MultiMNIST); the task changes:
 
     ```
     lengths = |v|                                          # (b, 10)
@@ -37,29 +40,33 @@ class MultiDigitCapsNet(CapsNet):
     alone (then the loss is the margin loss only). Metrics: `exact_match`
     (all digits among the longest capsules) and `at_least_1`.
 
-    Args:
-        image_shape: `(height, width, channels)`; MultiMNIST's is (36, 36, 1).
-        num_classes: Number of classes.
-        digits_per_image: How many digits each image holds (2).
-        **kwargs: `CapsNet`'s arguments (`routing_iterations`,
-            `conv_filters`, `primary_capsules`, ...).
+    `MultiDigitCapsNet` is this task on the paper's backbone; any other
+    composes the same way, e.g. Efficient-CapsNet's:
 
-    >>> MultiDigitCapsNet().count_params()
-    11361808
+    >>> from capsules_keras.models import CapsuleBackbone, EfficientEncoder
+    >>> encoder = EfficientEncoder((36, 36, 1))
+    >>> backbone = CapsuleBackbone(encoder, routing="self_attention")
+    >>> MultiDigitClassifier(backbone).count_encoder_params()  # 13x13 depthwise
+    173088
+
+    Args:
+        backbone: A `CapsuleBackbone`.
+        digits_per_image: How many digits each image holds (2).
+        **kwargs: `CapsuleClassifier`'s (`reconstruction_weight`,
+            `decoder_units`, and `keras.Model`'s).
 
     Reference: Sabour et al. (2017), section 6 and Figure 5.
     """
 
-    def __init__(
-        self, image_shape=(36, 36, 1), num_classes=10, digits_per_image=2, **kwargs
-    ):
+    def __init__(self, backbone, digits_per_image=2, **kwargs):
         check_positive_int("digits_per_image", digits_per_image)
-        if digits_per_image >= num_classes:
+        if digits_per_image >= backbone.num_classes:
             raise ValueError(
                 "`digits_per_image` must be smaller than `num_classes` "
-                f"({num_classes}). Received: digits_per_image={digits_per_image}"
+                f"({backbone.num_classes}). "
+                f"Received: digits_per_image={digits_per_image}"
             )
-        super().__init__(image_shape=image_shape, num_classes=num_classes, **kwargs)
+        super().__init__(backbone, **kwargs)
         self.digits_per_image = digits_per_image
 
     @staticmethod
@@ -118,10 +125,10 @@ class MultiDigitCapsNet(CapsNet):
         return super()._prepare_targets(y, num_images)
 
     def fit(self, x=None, y=None, *args, **kwargs):
-        """`CapsNet.fit`; array targets need the digits unless the loss skips them."""
+        """`fit`; array targets need the digits unless the loss skips them."""
         if self.reconstruction_weight and is_array(x) and not isinstance(y, dict):
             raise ValueError(
-                "MultiDigitCapsNet learns to reconstruct each digit alone: pass "
+                f"{type(self).__name__} learns to reconstruct each digit alone: pass "
                 "y={'labels': ..., 'digits': ...} (see "
                 "capsules_keras.data.multi_mnist), or build it with "
                 f"reconstruction_weight=0. Received: y of type {type(y).__name__}"
@@ -147,3 +154,35 @@ class MultiDigitCapsNet(CapsNet):
 
     def get_config(self):
         return {**super().get_config(), "digits_per_image": self.digits_per_image}
+
+
+#: `capsnet_backbone`'s keyword arguments, which `MultiDigitCapsNet` takes too.
+_CAPSNET_ARGUMENTS = tuple(inspect.signature(capsnet_backbone).parameters)
+
+
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class MultiDigitCapsNet(CapsNetArguments, MultiDigitClassifier):
+    """The paper's CapsNet on images of several overlapping digits (MultiMNIST).
+
+    `MultiDigitClassifier` on `capsnet_backbone`, with every shape derived
+    from the 36x36 image:
+
+    >>> MultiDigitCapsNet().count_params()
+    11361808
+
+    Args:
+        image_shape: `(height, width, channels)`; MultiMNIST's is (36, 36, 1).
+        num_classes: Number of classes.
+        digits_per_image: How many digits each image holds (2).
+        **kwargs: `CapsNet`'s other arguments (`routing_iterations`,
+            `conv_filters`, `primary_capsules`, `reconstruction_weight`, ...).
+
+    Reference: Sabour et al. (2017), section 6 and Figure 5.
+    """
+
+    def __init__(
+        self, image_shape=(36, 36, 1), num_classes=10, digits_per_image=2, **kwargs
+    ):
+        arguments = {k: kwargs.pop(k) for k in _CAPSNET_ARGUMENTS if k in kwargs}
+        backbone = capsnet_backbone(image_shape, num_classes, **arguments)
+        super().__init__(backbone, digits_per_image, **kwargs)

@@ -1,9 +1,10 @@
-"""What CapsNet and Efficient-CapsNet share: digit capsules, lengths, decoder, loss.
+"""The one-label task: a capsule backbone, capsule lengths as scores, a decoder.
 
-`VectorCapsNet` routes the capsules of an encoder (given by the subclass's
-`_encoder`) to one `DigitCaps` capsule per class, scores the classes by the
-capsules' lengths and reconstructs the image from the capsule of one class;
-its loss is the margin loss plus the weighted reconstruction loss.
+`CapsuleClassifier` scores the classes by the lengths of a backbone's class
+capsules and reconstructs the image from the capsule of one class; its loss
+is the margin loss plus the weighted reconstruction loss (Sabour et al.
+2017, section 4). `CapsNet` and `EfficientCapsNet` are this task on their
+encoders; `MultiDigitClassifier` is the task of several digits per image.
 """
 
 import math
@@ -12,83 +13,87 @@ import keras
 import numpy as np
 from keras import layers
 
-from capsules_keras._checks import (
-    check_image_shape,
-    check_positive_int,
-    check_positive_number,
-)
+from capsules_keras._checks import check_positive_int, check_positive_number
 from capsules_keras.inputs import image_batch, prepare_images
-from capsules_keras.layers import DigitCaps, Length, Mask, legacy_scale_agreement
+from capsules_keras.layers import Length, Mask
 from capsules_keras.losses import MarginLoss, ReconstructionLoss
+from capsules_keras.models.backbone import CapsuleBackbone
 from capsules_keras.models.base import CapsuleModel
-from capsules_keras.routing import check_routing
 
 
-class VectorCapsNet(CapsuleModel):
-    """An encoder, digit capsules with routing, and a decoder (see `CapsNet`).
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class CapsuleClassifier(CapsuleModel):
+    """One label per image, from the lengths of a backbone's class capsules.
 
-    Subclasses call `__init__` with the shared arguments (by keyword), set
-    what their `_encoder()` reads, then call `_add_layers()`; their
-    `get_config` adds their own arguments to the shared ones.
+    ```
+    v, c    = backbone(images)                    # (b, classes, digit_dim)
+    lengths = |v|                                 # (b, classes) class scores
+    recon   = decoder(mask(v))                    # (b, *image_shape)
+    loss    = margin(y, lengths) + reconstruction_weight * sum((images - recon)^2)
+    ```
+
+    The decoder sees the class capsules masked by the TRUE label while
+    training and by the longest capsule otherwise; it runs inside
+    `compute_loss`, where the labels are known, so `fit(x, y)` takes plain
+    image and label arrays. `CapsNet` and `EfficientCapsNet` are this task
+    with their encoders; any `CapsuleBackbone` composes the same way:
+
+    >>> from capsules_keras.models import CapsuleBackbone, EfficientEncoder
+    >>> backbone = CapsuleBackbone(EfficientEncoder((32, 32, 3)), num_classes=4)
+    >>> model = CapsuleClassifier(backbone)
+    >>> model.predict(np.zeros((2, 32, 32, 3)), verbose=0).shape
+    (2, 4)
+
+    Args:
+        backbone: A `CapsuleBackbone`.
+        reconstruction_weight: Weight of the per-image sum of squared
+            reconstruction errors in the loss (0.0005 in the paper, i.e.
+            0.392 x the mean squared error for 28x28 images). 0 leaves the
+            decoder out of the loss.
+        decoder_units: Hidden layer sizes of the decoder ((512, 1024)).
+        **kwargs: Passed to `keras.Model` (e.g. `name`).
     """
 
     OWN_LOSS = "margin loss + weighted reconstruction loss"
-    #: The capsule non-linearity (`capsules_keras.ops.SQUASHES`).
-    SQUASH = "sabour"
 
     def __init__(
         self,
-        *,
-        image_shape,
-        num_classes,
-        routing_iterations,
-        reconstruction_weight,
-        digit_dim,
-        decoder_units,
-        routing,
-        scale_agreement,
+        backbone,
+        reconstruction_weight=0.0005,
+        decoder_units=(512, 1024),
         **kwargs,
     ):
         super().__init__(**kwargs)
-        image_shape = check_image_shape(image_shape)
-        check_positive_int("num_classes", num_classes)
+        if not isinstance(backbone, CapsuleBackbone):
+            raise ValueError(
+                "`backbone` must be a CapsuleBackbone. "
+                f"Received: backbone of type {type(backbone).__name__}"
+            )
         if reconstruction_weight != 0:
             check_positive_number("reconstruction_weight", reconstruction_weight)
         decoder_units = tuple(decoder_units)
         for units in decoder_units:
             check_positive_int("decoder_units", units)
-        self.image_shape = image_shape
-        self.num_classes = num_classes
-        self.routing_iterations = check_routing(routing, routing_iterations)
-        self.routing = routing
-        self.scale_agreement = scale_agreement
         self.reconstruction_weight = reconstruction_weight
-        self.digit_dim = digit_dim
         self.decoder_units = decoder_units
-
-    def _encoder(self):
-        """The layers before `DigitCaps`: `(features, primary_capsules)`."""
-        raise NotImplementedError
-
-    def _add_layers(self):
-        """Creates the layers (the encoder's from `_encoder`) and builds them."""
-        image_shape = self.image_shape
-        self.conv, self.primary_caps = self._encoder()
-        self.digit_caps = DigitCaps(
-            self.num_classes,
-            self.digit_dim,
-            routing_iterations=self.routing_iterations,
-            return_coupling=True,
-            routing=self.routing,
-            squash=self.SQUASH,
-            scale_agreement=self.scale_agreement,
-            name="digit_caps",
-        )
+        # The model tracks the backbone's parts itself, in the order of the
+        # models before backbones existed: `model.conv`, `model.primary_caps`
+        # and `model.digit_caps` stay what they were, `summary()` lists the
+        # layers, and a `.keras` file saved then, which holds them at the
+        # model's top level, finds them there (Keras tries a layer it cannot
+        # load at one path again at the next). New files hold them under
+        # `backbone/`, which Keras visits first; the backbone itself stays
+        # untracked so that it is not listed twice.
+        object.__setattr__(self, "backbone", backbone)
+        self.conv = backbone.encoder.conv
+        self.primary_caps = backbone.encoder.primary_caps
+        self.digit_caps = backbone.digit_caps
         # Under mixed precision the outputs the losses see stay float32.
         self.length = Length(dtype="float32", name="length")
         self.mask = Mask(name="mask")
+        image_shape = self.image_shape
         self.decoder = keras.Sequential(
-            [layers.Dense(units, activation="relu") for units in self.decoder_units]
+            [layers.Dense(units, activation="relu") for units in decoder_units]
             + [
                 layers.Dense(
                     math.prod(image_shape), activation="sigmoid", dtype="float32"
@@ -104,32 +109,50 @@ class VectorCapsNet(CapsuleModel):
         self.margin_loss_mean = keras.metrics.Mean(name="margin_loss")
         self.reconstruction_loss_mean = (
             keras.metrics.Mean(name="reconstruction_loss")
-            if self.reconstruction_weight
+            if reconstruction_weight
             else None
         )
         # Build now: the parameter count is known at once, and the jax backend
         # needs every variable (the decoder's too) before the first step.
         self.build((None, *image_shape))
 
+    @property
+    def image_shape(self):
+        return self.backbone.image_shape
+
+    @property
+    def num_classes(self):
+        return self.backbone.num_classes
+
+    @property
+    def routing(self):
+        return self.backbone.routing
+
+    @property
+    def routing_iterations(self):
+        return self.backbone.routing_iterations
+
+    @property
+    def digit_dim(self):
+        return self.backbone.digit_dim
+
+    @property
+    def scale_agreement(self):
+        return self.backbone.scale_agreement
+
     def count_encoder_params(self):
-        """Trainable parameters of the classifier: everything but the decoder.
+        """Trainable parameters of the classifier: the backbone, not the decoder.
 
         The decoder only regularises training; papers that count a capsule
         network without it (Efficient-CapsNet's 161,824) compare with this.
         """
-        encoder = (self.conv, self.primary_caps, self.digit_caps)
-        return sum(
-            math.prod(w.shape) for layer in encoder for w in layer.trainable_weights
-        )
+        return sum(math.prod(w.shape) for w in self.backbone.trainable_weights)
 
     def build(self, input_shape):
         if self.built:
             return
-        self.conv.build(input_shape)
-        conv_shape = self.conv.compute_output_shape(input_shape)
-        self.primary_caps.build(conv_shape)
-        primary_shape = self.primary_caps.compute_output_shape(conv_shape)
-        self.digit_caps.build(primary_shape)
+        if not self.backbone.built:  # a backbone loaded from a config comes built
+            self.backbone.build(input_shape)
         capsules_shape = (None, self.num_classes, self.digit_dim)
         self.length.build(capsules_shape)
         self.mask.build(capsules_shape)
@@ -137,26 +160,18 @@ class VectorCapsNet(CapsuleModel):
         self.built = True
 
     def call(self, images, training=None):
-        # `training` passed on explicitly: jax's trainer calls `call` itself,
-        # with no outer `__call__` to hand it to sublayers (BatchNormalization
-        # in Efficient-CapsNet's stack would stay in inference mode).
         images = image_batch(images, self.image_shape)
-        features = self.conv(images, training=training)
-        capsules, _ = self.digit_caps(self._primary_capsules(features, training))
+        capsules, _ = self.backbone(images, training=training)
         lengths = self.length(capsules)
         # The class scores are the capsules' lengths ("lengths", their name
         # before every model had "scores").
         return {"scores": lengths, "lengths": lengths, "capsules": capsules}
 
-    def _primary_capsules(self, features, training=None):
-        """The primary capsules `(batch_size, in_capsules, dim)` of `features`."""
-        return self.primary_caps(features, training=training)
-
     def reconstruct(self, capsules, labels=None):
         """Decodes capsules masked by `labels`, or by the longest capsule.
 
         Args:
-            capsules: Digit capsules `(batch_size, num_classes, digit_dim)`.
+            capsules: Class capsules `(batch_size, num_classes, digit_dim)`.
             labels: Optional integer or one-hot labels.
 
         Returns:
@@ -205,19 +220,16 @@ class VectorCapsNet(CapsuleModel):
             `capsules` `(n, classes, digit_dim)`, `reconstructions`
             `(n, *image_shape)` and `coupling` `(n, in_capsules, classes)`,
             the coupling coefficients of the last routing iteration.
-            `in_capsules` are ordered as in `PrimaryCaps`: grid cell
-            `i // primary_capsules` (row by row), type `i % primary_capsules`.
+            `in_capsules` are ordered as the encoder makes them (`PrimaryCaps`:
+            grid cell `i // primary_capsules` row by row, type
+            `i % primary_capsules`).
         """
-        iterations = routing_iterations or self.routing_iterations
         images = prepare_images(images, self.image_shape, name="images")
         if labels is not None:
             labels = self._prepare_labels(labels, len(images), "labels")
 
         def step(batch, batch_labels=None):
-            u = self._primary_capsules(self.conv(batch))
-            capsules, coupling = self.digit_caps.route(
-                self.digit_caps.votes(u), iterations, return_coupling=True
-            )
+            capsules, coupling = self.backbone.route(batch, routing_iterations)
             return {
                 "lengths": self.length(capsules),
                 "capsules": capsules,
@@ -245,24 +257,34 @@ class VectorCapsNet(CapsuleModel):
         E.g. `model.with_routing_iterations(1).predict(x)` tells how much the
         routing of a trained model adds over uniform couplings.
         """
-        config = {**self.get_config(), "routing_iterations": iterations}
+        config = self.get_config()
+        if "backbone" in config:
+            backbone = self.backbone.get_config()
+            backbone = CapsuleBackbone.from_config(
+                {**backbone, "routing_iterations": iterations}
+            )
+            config["backbone"] = keras.saving.serialize_keras_object(backbone)
+        else:  # the flat arguments of a named model (`CapsNet`, ...)
+            config["routing_iterations"] = iterations
         clone = self.__class__.from_config(config)
         clone.set_weights(self.get_weights())
         return clone
 
     def get_config(self):
-        config = {
-            "image_shape": self.image_shape,
-            "num_classes": self.num_classes,
-            "routing_iterations": self.routing_iterations,
+        return {
+            **super().get_config(),
+            **self._backbone_config(),
             "reconstruction_weight": self.reconstruction_weight,
-            "digit_dim": self.digit_dim,
             "decoder_units": self.decoder_units,
-            "routing": self.routing,
-            "scale_agreement": self.scale_agreement,
         }
-        return {**super().get_config(), **config}
+
+    def _backbone_config(self):
+        """The backbone in `get_config`; a named model gives its own arguments."""
+        return {"backbone": keras.saving.serialize_keras_object(self.backbone)}
 
     @classmethod
     def from_config(cls, config):
-        return super().from_config(legacy_scale_agreement(config))
+        if isinstance(config.get("backbone"), dict):
+            backbone = keras.saving.deserialize_keras_object(config["backbone"])
+            config = {**config, "backbone": backbone}
+        return cls(**config)
