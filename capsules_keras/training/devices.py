@@ -17,22 +17,20 @@ def describe_devices():
     return ", ".join(keras.distribution.list_devices())
 
 
-def parallel_setup(settings):
-    """The data-parallel (or single-device) setup the settings ask for.
+def parallel_setup(config):
+    """The data-parallel (or single-device) setup a `TrainConfig` asks for.
 
     Call it before any other computation: jax sets its devices up once.
     """
-    if settings["distribute"] == "data-parallel":
+    if config.distribute == "data-parallel":
         setup = data_parallel(
-            settings["coordinator_address"],
-            settings["num_processes"],
-            settings["process_id"],
+            config.coordinator_address, config.num_processes, config.process_id
         )
     else:
         setup = single_device()
-    if settings["batch_size"] % setup.num_replicas:
+    if config.batch_size % setup.num_replicas:
         raise ValueError(
             f"The global batch size must be a multiple of the {setup.num_replicas} "
-            f"replicas. Received: batch_size={settings['batch_size']}"
+            f"replicas. Received: batch_size={config.batch_size}"
         )
     return setup

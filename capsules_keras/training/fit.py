@@ -7,103 +7,113 @@ the dataset's test set (`test_scores`, `Dataset.score`) and writes
 folder. Progress goes to a `log` callable; nothing is printed here.
 """
 
+import dataclasses
 import json
 import os
 import time
 
 import keras
 
+from capsules_keras.capacity import available_memory, check_fits, plan_capacity
 from capsules_keras.data import ArrayBatches, balanced_subset, feed, get_dataset
+from capsules_keras.models import CapsuleModel
 from capsules_keras.training.devices import describe_devices
-from capsules_keras.training.presets import SETTINGS
-from capsules_keras.training.registry import MODEL_OPTIONS, MODELS, default_jit_compile
+from capsules_keras.training.registry import MODELS, default_jit_compile
 from capsules_keras.training.report import report, report_figures
 from capsules_keras.training.runs import EpochLog, read_history
 
 
-def train_run(settings, run_dir, setup, log):
+def train_run(config, run_dir, setup, log, verbose=1):
     """Trains, evaluates and writes every artifact into `run_dir`.
 
     Args:
-        settings: The resolved settings (see `resolve_settings`).
-        run_dir: Folder for the artifacts.
-        setup: From `parallel_setup(settings)`.
+        config: The run's `TrainConfig` (e.g. from `trainer_settings`).
+        run_dir: Folder for the artifacts (`start_run`).
+        setup: From `parallel_setup(config)`.
         log: Where progress lines go, e.g. `print`.
+        verbose: `fit`'s progress output: 0 silent, 1 a bar, 2 a line an epoch.
 
     Returns:
-        The metrics dict written to `metrics.json`.
+        The metrics dict written to `metrics.json`: the config's fields,
+        then what the run measured.
     """
-    keras.config.set_dtype_policy(settings["dtype_policy"])
-    keras.utils.set_random_seed(settings["seed"])
-    dataset = get_dataset(settings["dataset"])
-    x_train, y_train, x_test, y_test, origin, available = load_data(settings)
-    training_set = describe_training_set(len(x_train), available, settings["seed"])
-    batch_size = settings["batch_size"]
+    keras.config.set_dtype_policy(config.dtype_policy)
+    keras.utils.set_random_seed(config.seed)
+    dataset = get_dataset(config.dataset)
+    x_train, y_train, x_test, y_test, origin, available = load_data(config)
+    training_set = describe_training_set(len(x_train), available, config.seed)
+    batch_size = config.batch_size
     log(f"Backend:   {keras.backend.backend()} (Keras {keras.__version__})")
     log(f"Devices:   {describe_devices()}")
     log(f"Parallel:  {setup.description}")
     log(
         f"Batch:     {batch_size} global = {batch_size // setup.num_replicas} per "
-        f"replica x {setup.num_replicas}; learning rate {settings['learning_rate']} "
+        f"replica x {setup.num_replicas}; learning rate {config.learning_rate} "
         "(not rescaled: one step equals a single-device step on the global batch)"
     )
-    log(f"Precision: {settings['dtype_policy']}")
+    log(f"Precision: {config.dtype_policy}")
     log(f"Data:      {dataset.title} from {origin}")
     log(
         f"Sizes:     {training_set} {dataset.training_noun}, "
         f"{len(x_test):,} {dataset.test_noun}"
     )
-    shown = dict.fromkeys(("model", "preset", *SETTINGS, *MODEL_OPTIONS))  # once each
+    settings = dataclasses.asdict(config)
     log(
         "Settings:  "
-        + ", ".join(f"{k}={settings[k]}" for k in shown if settings[k] is not None)
+        + ", ".join(f"{k}={v}" for k, v in settings.items() if v is not None)
     )
     log(f"Run:       {run_dir}")
     with setup.scope():
         metrics = _fit_and_report(
-            settings,
+            config,
             run_dir,
             (x_train, y_train, x_test, y_test),
             {"origin": origin, "available": available, "training_set": training_set},
             log,
+            verbose,
         )
     return metrics
 
 
-def _fit_and_report(settings, run_dir, arrays, source, log):
+def _fit_and_report(config, run_dir, arrays, source, log, verbose):
     x_train, y_train, x_test, y_test = arrays
-    dataset = get_dataset(settings["dataset"])
-    choice = MODELS[settings["model"]]
-    batch_size = settings["batch_size"]
+    dataset = get_dataset(config.dataset)
+    choice = MODELS[config.model]
+    batch_size = config.batch_size
     train_data, fit_kwargs = training_data(
         dataset,
         x_train,
         y_train,
         batch_size,
-        seed=settings["seed"],
-        augment=settings["augment"],
+        seed=config.seed,
+        augment=config.augment,
         targets=choice.targets,
-        pairs_per_epoch=settings["pairs_per_epoch"],
+        pairs_per_epoch=config.pairs_per_epoch,
     )
-    images_per_epoch = settings["pairs_per_epoch"] or len(x_train)
+    images_per_epoch = config.pairs_per_epoch or len(x_train)
     steps_per_epoch = -(-images_per_epoch // batch_size)
-    model = choice.build(x_test.shape[1:], dataset, settings)
+    model = choice.build(x_test.shape[1:], dataset, config)
     schedule = keras.optimizers.schedules.ExponentialDecay(
-        settings["learning_rate"],
+        config.learning_rate,
         decay_steps=steps_per_epoch,
-        decay_rate=settings["lr_decay"],
+        decay_rate=config.lr_decay,
         staircase=True,
     )
     auto = default_jit_compile(
-        model=settings["model"], images=settings["epochs"] * images_per_epoch
+        model=config.model, images=config.epochs * images_per_epoch
     )
-    jit = {"auto": auto, "on": True, "off": False}[settings["jit_compile"]]
+    jit = {"auto": auto, "on": True, "off": False}[config.jit_compile]
     model.compile(
         optimizer=keras.optimizers.Adam(schedule),
         jit_compile=jit,
         **choice.compile_kwargs(dataset),
     )
     log(f"Model:     {choice.title}, {model.count_params():,} parameters")
+    if isinstance(model, CapsuleModel):  # the CNN baseline is not planned
+        plan = plan_capacity(model, batch_size)
+        log("Capacity:  " + plan.table().replace("\n", "\n" + " " * 11))
+        budget = config.memory_budget_gb
+        check_fits(plan, available_memory() if budget is None else budget * 2**30)
 
     history_path = os.path.join(run_dir, "history.csv")
     callbacks = [
@@ -113,15 +123,15 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
         *(make() for make in choice.callbacks),
     ]
     validation_data = None
-    if settings["validate"]:
+    if config.validate:
         validation_targets = dataset.targets(y_test, choice.targets)
         validation_data = feed(ArrayBatches(x_test, validation_targets, batch_size))
     model.fit(
         train_data,
-        epochs=settings["epochs"],
+        epochs=config.epochs,
         validation_data=validation_data,
         callbacks=callbacks,
-        verbose=settings.get("verbose", 1),
+        verbose=verbose,
         **fit_kwargs,
     )
     history = read_history(history_path)
@@ -135,35 +145,24 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
 
     metrics = {
         **results,
+        **dataclasses.asdict(config),  # the settings, as config.json holds them
+        # What the run did and measured; `epochs` and `jit_compile` replace
+        # the settings' with the epochs trained and what `auto` chose.
+        "epochs": len(history["loss"]),
+        "jit_compile": jit,
         "backend": keras.backend.backend(),
         "devices": describe_devices(),
         "keras_version": keras.__version__,
-        "preset": settings["preset"],
-        "epochs": len(history["loss"]),
-        "batch_size": batch_size,
-        "augment": settings["augment"],
-        "distribute": settings["distribute"],
-        "dtype_policy": settings["dtype_policy"],
-        "jit_compile": jit,
         "train_seconds": train_seconds,
         "images_per_second": images_per_epoch * len(history["loss"]) / train_seconds,
         "evaluation_seconds": evaluation_seconds,
-        "model": settings["model"],
-        "dataset": settings["dataset"],
         "data_source": source["origin"],
         "n_train": len(x_train),
         "n_train_available": source["available"],
         "training_set": source["training_set"],
-        "pairs_per_epoch": settings["pairs_per_epoch"],
         "n_test": len(x_test),
-        "routing": settings["routing"],
-        "routing_iterations": settings["routing_iterations"],
-        "reconstruction_weight": settings["reconstruction_weight"],
-        "conv_filters": settings["conv_filters"],
-        "primary_capsules": settings["primary_capsules"],
         "parameters": model.count_params(),
         "final_train_loss": history["loss"][-1],
-        "seed": settings["seed"],
     }
     with open(os.path.join(run_dir, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
@@ -176,8 +175,8 @@ def _fit_and_report(settings, run_dir, arrays, source, log):
     return metrics
 
 
-def load_data(settings):
-    """The training and test arrays the settings ask for.
+def load_data(config):
+    """The training and test arrays a `TrainConfig` asks for.
 
     Returns:
         `(x_train, y_train, x_test, y_test, origin, available)`: `available`
@@ -186,14 +185,14 @@ def load_data(settings):
         MultiMNIST, its fixed test pairs, and the training arrays the
         single digits the pairs are drawn from.
     """
-    dataset = get_dataset(settings["dataset"])
-    (x_train, y_train), (x_test, y_test), origin = dataset.load_from(settings["data"])
+    dataset = get_dataset(config.dataset)
+    (x_train, y_train), (x_test, y_test), origin = dataset.load_from(config.data)
     available = len(x_train)
-    limit = settings["max_train_samples"]
+    limit = config.max_train_samples
     if limit and limit < available:
-        keep = balanced_subset(y_train, limit, seed=settings["seed"])
+        keep = balanced_subset(y_train, limit, seed=config.seed)
         x_train, y_train = x_train[keep], y_train[keep]
-    x_test, y_test = dataset.test_set(x_test, y_test, settings["max_test_samples"])
+    x_test, y_test = dataset.test_set(x_test, y_test, config.max_test_samples)
     return x_train, y_train, x_test, y_test, origin, available
 
 

@@ -1,43 +1,27 @@
-"""The trainer's presets: a run's settings by preset, adjusted per dataset and model.
+"""The trainer's presets: what each changes in `TrainConfig`, per dataset and model.
 
-quick   minutes on a laptop CPU: 5,000 training images.
+A preset is a partial override of `TrainConfig`'s fields (a dict of field
+names); `trainer_settings` applies `PRESETS[preset]`, then
+`DATASET_PRESETS[dataset][preset]`, then `MODEL_PRESETS[model][preset]`,
+then the flags given.
+
+quick   minutes on a laptop CPU: 5,000 training images. `TrainConfig`'s
+        defaults are this preset's, so it changes nothing.
 paper   the paper's settings, meant for a GPU: every training image.
 """
 
 PRESETS = {
-    # Full paper architecture, short schedule: minutes on 2 CPU cores. Its
-    # time is set by the training images it sees, so it trains on a fixed,
-    # class-balanced, seeded subset of 5,000 of them whatever the source
-    # (the full download has 60,000) and tests on the whole test set.
-    # 5 epochs, not 8: 8 gained little accuracy for much more time. No
-    # augmentation: with so few epochs the shifted digits slow convergence
-    # more than they help (docs/design-decisions.md, "The quick preset:
-    # 5 epochs of 5,000 digits").
-    "quick": {
-        "epochs": 5,
-        "batch_size": 50,
-        "learning_rate": 1e-3,
-        "lr_decay": 0.8,
-        "augment": False,
-        "validate": False,
-        "max_train_samples": 5000,
-        "pairs_per_epoch": None,
-        "conv_filters": 256,
-        "primary_capsules": 32,
-    },
+    # TrainConfig's defaults: the paper's network on 5,000 digits, 5 epochs.
+    "quick": {},
     # The paper: Adam 1e-3 decayed by 0.9 per epoch, +-2 px shifts. It does
     # not state the epoch count; 50 is what CapsNet-Keras reports 99.66% with.
     "paper": {
         "epochs": 50,
         "batch_size": 100,
-        "learning_rate": 1e-3,
         "lr_decay": 0.9,
         "augment": True,
         "validate": True,
         "max_train_samples": None,
-        "pairs_per_epoch": None,
-        "conv_filters": 256,
-        "primary_capsules": 32,
     },
 }
 #: What a preset changes for a dataset.
@@ -50,7 +34,7 @@ DATASET_PRESETS = {
         # types: 5.3M parameters, several times faster than the paper's) so
         # that the quick preset learns something in minutes on a CPU
         # (docs/design-decisions.md, "MultiMNIST's quick preset: a narrower
-        # CapsNet").
+        # CapsNet"). A model without these options ignores them.
         "quick": {
             "epochs": 4,
             "pairs_per_epoch": 10_000,
@@ -100,36 +84,15 @@ MODEL_PRESETS = {
         "paper": {"batch_size": 32, "learning_rate": 3e-3, "lr_decay": 0.9},
     },
 }
-#: The settings a preset gives, each also a flag of the same name.
-SETTINGS = (
-    "epochs",
-    "batch_size",
-    "learning_rate",
-    "lr_decay",
-    "augment",
-    "validate",
-    "max_train_samples",
-    "pairs_per_epoch",
-    "conv_filters",
-    "primary_capsules",
-)
 
 
-def preset_settings(preset, dataset, model=None):
-    """`PRESETS[preset]` with what the dataset's and the model's presets change.
+def preset_overrides(preset, dataset, model):
+    """What `preset` changes for `dataset` and `model`: one dict, later wins.
 
-    Args:
-        preset: A key of `PRESETS`.
-        dataset: A dataset name (`capsules_keras.data.DATASETS`).
-        model: A model name (`capsules_keras.training.MODELS`), or None for
-            the dataset's preset alone.
+    Unknown names change nothing here; `TrainConfig` refuses them.
     """
-    if preset not in PRESETS:
-        raise ValueError(
-            f"`preset` must be one of {sorted(PRESETS)}. Received: {preset!r}"
-        )
     return {
-        **PRESETS[preset],
+        **PRESETS.get(preset, {}),
         **DATASET_PRESETS.get(dataset, {}).get(preset, {}),
         **MODEL_PRESETS.get(model, {}).get(preset, {}),
     }

@@ -13,13 +13,15 @@ from capsules_keras._checks import check_non_negative_int
 from capsules_keras.losses import SpreadMarginSchedule
 from capsules_keras.models import (
     CapsNet,
+    CapsuleBackbone,
     EfficientCapsNet,
+    EfficientEncoder,
     MatrixCapsNet,
     MultiDigitCapsNet,
+    MultiDigitClassifier,
     baseline_cnn,
     cnn_units_for,
 )
-from capsules_keras.training.presets import preset_settings
 
 #: What `--jit-compile auto` means per backend, measured with the CapsNet
 #: (docs/design-decisions.md, "Compiling the training step"):
@@ -43,15 +45,17 @@ class ModelChoice:
 
     Attributes:
         title: How the output and the report name it.
-        build: `build(image_shape, dataset, settings)` -> an uncompiled
-            `keras.Model` whose `predict` gives class scores.
+        build: `build(image_shape, dataset, config)` -> an uncompiled
+            `keras.Model` whose `predict` gives class scores (`config`: the
+            run's `TrainConfig`).
         targets: The target form it trains on when images hold several
             objects (`capsules_keras.data.multi_mnist.TARGETS`), or None if
             it cannot (`Dataset.accepts_targets`).
         compile_kwargs: `compile_kwargs(dataset)` -> what `compile` needs
             besides the optimizer.
-        options: The model flags it takes (keys of `MODEL_OPTIONS`), with
-            their defaults; a preset's value, if any, goes first.
+        options: The `TrainConfig` fields of model parts it has, with its
+            defaults (None: the routing algorithm's); a preset's value goes
+            first. The other models' options are None in its config.
         callbacks: What training needs besides the trainer's own callbacks
             (e.g. the spread-loss margin schedule).
         jit_compile: What `--jit-compile auto` means for this model, by
@@ -71,56 +75,62 @@ class ModelChoice:
     compile_from: dict = dataclasses.field(default_factory=dict)
 
 
-def build_capsnet(image_shape, dataset, settings):
+def build_capsnet(image_shape, dataset, config):
     """`CapsNet`, or `MultiDigitCapsNet` for a dataset of several objects an image."""
     kwargs = {
         "image_shape": image_shape,
         "num_classes": dataset.num_classes,
-        "routing": settings["routing"],
-        "routing_iterations": settings["routing_iterations"],
-        "reconstruction_weight": settings["reconstruction_weight"],
-        "conv_filters": settings["conv_filters"],
-        "primary_capsules": settings["primary_capsules"],
+        "routing": config.routing,
+        "routing_iterations": config.routing_iterations,
+        "reconstruction_weight": config.reconstruction_weight,
+        "conv_filters": config.conv_filters,
+        "primary_capsules": config.primary_capsules,
     }
     if dataset.multi_label:
         return MultiDigitCapsNet(digits_per_image=dataset.objects_per_image, **kwargs)
     return CapsNet(**kwargs)
 
 
-def build_efficient(image_shape, dataset, settings):
+def build_efficient(image_shape, dataset, config):
+    """`EfficientCapsNet`, or its backbone under the several-objects task."""
+    kwargs = {
+        "num_classes": dataset.num_classes,
+        "routing": config.routing,
+        "routing_iterations": config.routing_iterations,
+    }
+    if dataset.multi_label:
+        backbone = CapsuleBackbone(EfficientEncoder(image_shape), **kwargs)
+        return MultiDigitClassifier(
+            backbone,
+            digits_per_image=dataset.objects_per_image,
+            reconstruction_weight=config.reconstruction_weight,
+        )
     return EfficientCapsNet(
         image_shape=image_shape,
-        num_classes=dataset.num_classes,
-        routing=settings["routing"],
-        routing_iterations=settings["routing_iterations"],
-        reconstruction_weight=settings["reconstruction_weight"],
+        reconstruction_weight=config.reconstruction_weight,
+        **kwargs,
     )
 
 
-def build_em(image_shape, dataset, settings):
+def build_em(image_shape, dataset, config):
     return MatrixCapsNet(
         image_shape=image_shape,
         num_classes=dataset.num_classes,
-        routing_iterations=settings["routing_iterations"],
+        routing_iterations=config.routing_iterations,
     )
 
 
-def build_cnn(image_shape, dataset, settings):
+def build_cnn(image_shape, dataset, config):
     """`baseline_cnn` with about as many parameters as the preset's CapsNet.
 
     E.g. 8.2M for MNIST (both presets), 5.3M for MultiMNIST's quick preset
     (whose CapsNet is narrower), 11.4M for its paper preset.
     """
-    sizes = preset_settings(settings["preset"], dataset.name)
-    capsnet = build_capsnet(
-        image_shape,
-        dataset,
-        {
-            **MODELS["capsnet"].options,
-            "conv_filters": sizes["conv_filters"],
-            "primary_capsules": sizes["primary_capsules"],
-        },
-    )
+    # Imported here: config.py imports this registry.
+    from capsules_keras.training.config import trainer_settings
+
+    capsnet_config = trainer_settings(preset=config.preset, dataset=dataset.name)
+    capsnet = build_capsnet(image_shape, dataset, capsnet_config)
     units = cnn_units_for(image_shape, dataset.num_classes, capsnet.count_params())
     return baseline_cnn(
         image_shape,
@@ -135,14 +145,7 @@ def cnn_compile_kwargs(dataset):
     return {"loss": dataset.classifier_loss, "metrics": dataset.metrics()}
 
 
-#: The flags of capsule models (`ModelChoice.options` says which take which).
-MODEL_OPTIONS = (
-    "routing",
-    "routing_iterations",
-    "reconstruction_weight",
-    "conv_filters",
-    "primary_capsules",
-)
+#: The options of both vector-capsule models (capsnet, efficient).
 ROUTING_OPTIONS = {
     "routing_iterations": None,  # the routing algorithm's default
     "reconstruction_weight": 0.0005,  # the paper's
@@ -165,6 +168,7 @@ MODELS = {
     "efficient": ModelChoice(
         "Efficient-CapsNet",
         build_efficient,
+        "capsnet",
         options={"routing": "self_attention", **ROUTING_OPTIONS},
         # Its step is small convolutions and the primary capsules'
         # contraction, with no strided PrimaryCaps convolution: on

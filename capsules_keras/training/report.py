@@ -5,7 +5,7 @@ import importlib.util
 import numpy as np
 
 from capsules_keras.data import get_dataset
-from capsules_keras.models import VectorCapsNet
+from capsules_keras.models import CapsuleClassifier
 from capsules_keras.training.registry import MODELS
 
 
@@ -14,7 +14,7 @@ def report_figures(model, history, x_test, y_test, scores, dataset):
 
     `dataset.figures` names the figures that show its results (keys of
     `FIGURES`); a figure that needs a capsule decoder is left out for models
-    without one (not a `VectorCapsNet`). None at all without matplotlib (the
+    without one (not a `CapsuleClassifier`). None at all without matplotlib (the
     `plots` extra): the run trains and reports its numbers all the same.
     """
     if importlib.util.find_spec("matplotlib") is None:
@@ -42,7 +42,7 @@ def confusion_figure(model, x_test, y_test, scores, dataset):
 
 def reconstructions_figure(model, x_test, y_test, scores, dataset):
     """A test image of each class above its reconstruction; capsule models only."""
-    if not isinstance(model, VectorCapsNet):
+    if not isinstance(model, CapsuleClassifier):
         return None
     names = dataset.class_names
     shown = np.concatenate(
@@ -61,7 +61,7 @@ def reconstructions_figure(model, x_test, y_test, scores, dataset):
 
 def overlapping_digits_figure(model, x_test, y_test, scores, dataset):
     """Ten test pairs, each digit reconstructed from its own capsule."""
-    if not isinstance(model, VectorCapsNet):
+    if not isinstance(model, CapsuleClassifier):
         return None
     shown = slice(0, 10)
     inside = model.analyze(x_test[shown])

@@ -7,17 +7,19 @@ A run folder `<time>-<dataset>-<model>-<preset>-<backend>` holds
 """
 
 import csv
+import dataclasses
 import json
 import os
 import time
 
 import keras
 
-from capsules_keras.training.registry import MODEL_OPTIONS, MODELS
+from capsules_keras.training.config import TrainConfig, applies
 
 #: The time a run folder's name starts with (`new_run_dir`).
 STAMP = "%Y%m%d-%H%M%S"
-#: What a run folder saved before these settings existed trained with.
+#: What a run folder saved before these settings existed trained with (a
+#: model option only for the models that have it).
 SAVED_BEFORE = {
     "model": "capsnet",
     "dataset": "mnist",
@@ -29,11 +31,16 @@ SAVED_BEFORE = {
 }
 
 
-def start_run(output_dir, settings):
-    """A new run folder under `output_dir` (`new_run_dir`) with its `config.json`."""
-    run_dir = new_run_dir(output_dir, run_name(settings))
+def start_run(output_dir, config):
+    """A new run folder under `output_dir` (`new_run_dir`) with its `config.json`.
+
+    Args:
+        output_dir: Where the run folders go (the trainer's `--output-dir`).
+        config: The run's `TrainConfig`; `config.json` is its fields.
+    """
+    run_dir = new_run_dir(output_dir, run_name(config))
     with open(os.path.join(run_dir, "config.json"), "w") as f:
-        json.dump(settings, f, indent=2)
+        json.dump(dataclasses.asdict(config), f, indent=2)
     return run_dir
 
 
@@ -84,19 +91,20 @@ def latest_run(output_dir, name):
     return max(found)[1] if found else None
 
 
-def run_name(settings):
+def run_name(config):
     """The part of a run folder's name that says what was trained."""
-    return f"{settings['dataset']}-{settings['model']}-{settings['preset']}"
+    return f"{config.dataset}-{config.model}-{config.preset}"
 
 
-def resumed_settings(run_dir):
-    """The settings of the unfinished run in `run_dir`, to continue it.
+def resumed_config(run_dir):
+    """The `TrainConfig` of the unfinished run in `run_dir`, to continue it.
 
     A `config.json` written before a setting existed gets the value those
     runs trained with (`SAVED_BEFORE`).
 
     Raises:
-        ValueError: `run_dir` holds no run, or a finished one.
+        ValueError: `run_dir` holds no run, or a finished one, or its
+            `config.json` holds a setting that is unknown or out of range.
     """
     config_path = os.path.join(run_dir, "config.json")
     if not os.path.exists(config_path):
@@ -104,11 +112,18 @@ def resumed_settings(run_dir):
     if os.path.exists(os.path.join(run_dir, "metrics.json")):
         raise ValueError(f"the run in {run_dir!r} already finished")
     with open(config_path) as f:
-        settings = {**SAVED_BEFORE, **json.load(f)}
-    for key in MODEL_OPTIONS:  # SAVED_BEFORE holds CapsNet's
-        if key not in MODELS[settings["model"]].options:
-            settings[key] = None
-    return settings
+        saved = json.load(f)
+    known = {field.name for field in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(saved) - known)
+    if unknown:
+        raise ValueError(
+            f"{config_path} holds settings this version does not know. "
+            f"Received: {unknown}"
+        )
+    model = saved.get("model", SAVED_BEFORE["model"])
+    dataset = saved.get("dataset", SAVED_BEFORE["dataset"])
+    before = {k: v for k, v in SAVED_BEFORE.items() if applies(k, model, dataset)}
+    return TrainConfig(**{**before, **saved})
 
 
 def saved_run(path, dataset=None):
