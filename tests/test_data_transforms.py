@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from capsules_keras.data import affine_images, shift_images
+from capsules_keras.data import affine_images
+from capsules_keras.data.transforms import shift_images
 
 
 @pytest.fixture

@@ -1,13 +1,21 @@
-"""`capsules_keras.diagnostics` against brute force and known answers."""
+"""McNemar's test and notebook 07's analyses against brute force and known answers."""
+
+import os
+import sys
 
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 
-from capsules_keras.diagnostics import (
+from capsules_keras.diagnostics import mcnemar
+
+# The analyses that notebook 07 alone uses live beside the notebooks.
+sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
+
+from analysis import (  # noqa: E402
     auroc,
     bootstrap_interval,
     linear_probe,
-    mcnemar,
     pixel_correlation,
     r_squared,
     roc_curve,

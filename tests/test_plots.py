@@ -1,10 +1,19 @@
 """Every figure function returns a Figure with the expected axes."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 from matplotlib.figure import Figure
 
 from capsules_keras import plots
+
+# The figures that one notebook each draws live beside the notebooks.
+sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
+
+import figures  # noqa: E402
 
 
 def test_confusion_matrix_counts():
@@ -34,14 +43,14 @@ def test_loss_terms_one_axis_per_term():
         "reconstruction_loss": [60.0, 40.0],
         "val_margin_loss": [0.3, 0.2],
     }
-    fig = plots.plot_loss_terms(history, validation_label="test")
+    fig = figures.plot_loss_terms(history, validation_label="test")
     margin_ax, reconstruction_ax = fig.axes
     assert [line.get_label() for line in margin_ax.lines] == ["train", "test"]
     assert len(reconstruction_ax.lines) == 1  # no validation curve given
     np.testing.assert_array_equal(reconstruction_ax.lines[0].get_ydata(), [60, 40])
     assert reconstruction_ax.get_ylabel() == "reconstruction loss"
     with pytest.raises(ValueError, match="'kl_loss'"):
-        plots.plot_loss_terms(history, terms=("margin_loss", "kl_loss"))
+        figures.plot_loss_terms(history, terms=("margin_loss", "kl_loss"))
 
 
 def test_reconstructions(tmp_path):

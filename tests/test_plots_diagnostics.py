@@ -1,10 +1,17 @@
 """Figures of notebook 07: transform sweeps, ROC curves, grouped intervals."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 from matplotlib.figure import Figure
 
-from capsules_keras import plots
+# The figures that one notebook each draws live beside the notebooks.
+sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
+
+import figures  # noqa: E402
 
 RNG = np.random.default_rng(0)
 STEPS = 5
@@ -25,7 +32,7 @@ def _sweep(**changes):
 
 
 def test_transform_sweep_shows_images_evidence_and_poses(tmp_path):
-    fig = plots.plot_transform_sweep(**_sweep(), label="shift (pixels)")
+    fig = figures.plot_transform_sweep(**_sweep(), label="shift (pixels)")
     assert isinstance(fig, Figure)
     axes = fig.get_axes()
     assert len(axes) == 2 * STEPS + 2
@@ -51,12 +58,12 @@ def test_transform_sweep_shows_images_evidence_and_poses(tmp_path):
 )
 def test_transform_sweep_names_bad_inputs(changes, match):
     with pytest.raises(ValueError, match=match):
-        plots.plot_transform_sweep(**_sweep(**changes))
+        figures.plot_transform_sweep(**_sweep(**changes))
 
 
 def test_roc_curves_one_axis_per_task_with_each_auroc():
     flagged, normal = np.array([0.9, 0.8, 0.4]), np.array([0.1, 0.5])
-    fig = plots.plot_roc_curves(
+    fig = figures.plot_roc_curves(
         {
             "Fashion-MNIST vs MNIST": {
                 "error": (flagged, normal),
@@ -71,7 +78,7 @@ def test_roc_curves_one_axis_per_task_with_each_auroc():
     assert first.get_title() == "Fashion-MNIST vs MNIST"
     assert len(second.get_lines()) == 2  # the curve and the diagonal of chance
     with pytest.raises(ValueError, match="Received"):
-        plots.plot_roc_curves({})
+        figures.plot_roc_curves({})
 
 
 def test_grouped_intervals_one_axis_per_panel_with_bars_and_reference():
@@ -84,7 +91,7 @@ def test_grouped_intervals_one_axis_per_panel_with_bars_and_reference():
         },
         "share right": {"redrawn": (estimate, estimate - 0.1, estimate + 0.1)},
     }
-    fig = plots.plot_grouped_intervals(
+    fig = figures.plot_grouped_intervals(
         groups, panels, "overlap", references={"share right": (0.5, "chance")}
     )
     first, second = fig.get_axes()
@@ -108,4 +115,4 @@ def test_grouped_intervals_one_axis_per_panel_with_bars_and_reference():
 )
 def test_grouped_intervals_names_bad_inputs(groups, panels, references, match):
     with pytest.raises(ValueError, match=match):
-        plots.plot_grouped_intervals(groups, panels, "x", references=references)
+        figures.plot_grouped_intervals(groups, panels, "x", references=references)

@@ -1,10 +1,19 @@
 """Figures of notebooks 02 and 03: each returns a Figure with the expected axes."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 from matplotlib.figure import Figure
 
 from capsules_keras import plots
+
+# The figures that one notebook each draws live beside the notebooks.
+sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
+
+import figures  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -28,7 +37,7 @@ def test_digit_grid_fills_rows_and_drops_spare_axes(tmp_path):
 def test_mistakes_show_digits_above_capsule_lengths():
     lengths = np.full((3, 10), 0.05)
     lengths[np.arange(3), [7, 2, 9]] = 0.8  # predictions
-    fig = plots.plot_mistakes(_digits(3), labels=[1, 3, 4], lengths=lengths)
+    fig = figures.plot_mistakes(_digits(3), labels=[1, 3, 4], lengths=lengths)
     assert len(fig.axes) == 6
     assert fig.axes[0].get_title() == "true 1, pred 7"
     bars = fig.axes[3].patches  # row-major: 3 digits, then their bar charts
@@ -39,7 +48,7 @@ def test_mistakes_show_digits_above_capsule_lengths():
 
 
 def test_class_reconstructions_grid():
-    fig = plots.plot_class_reconstructions(_digits(2), _digits(2, 10), labels=[3, 5])
+    fig = figures.plot_class_reconstructions(_digits(2), _digits(2, 10), labels=[3, 5])
     assert len(fig.axes) == 2 * 11
     assert fig.axes[0].get_title() == "input"
     assert fig.axes[1].get_title() == "as 0"
@@ -51,7 +60,7 @@ def test_class_reconstructions_grid():
 def test_dimension_perturbations_one_mosaic_per_digit(n):
     deltas = np.round(np.arange(-0.25, 0.26, 0.05), 2)
     shape = (16, len(deltas)) if n is None else (n, 16, len(deltas))
-    fig = plots.plot_dimension_perturbations(_digits(*shape), deltas)
+    fig = figures.plot_dimension_perturbations(_digits(*shape), deltas)
     assert len(fig.axes) == (n or 1)
     ax = fig.axes[0]
     assert len(ax.get_yticks()) == 16
@@ -100,7 +109,7 @@ def test_robustness_one_axis_per_sweep_one_curve_per_model():
         ),
         "rotation (degrees)": ([0, 30], {"CapsNet": [0.9, 0.6], "CNN": [0.9, 0.5]}),
     }
-    fig = plots.plot_robustness(sweeps)
+    fig = figures.plot_robustness(sweeps)
     assert len(fig.axes) == 2
     assert [len(ax.lines) for ax in fig.axes] == [2, 2]
     assert fig.axes[1].get_xlabel() == "rotation (degrees)"
@@ -108,7 +117,7 @@ def test_robustness_one_axis_per_sweep_one_curve_per_model():
 
 
 def _diagram_texts(model):
-    fig = plots.plot_capsnet_architecture(model)
+    fig = figures.plot_capsnet_architecture(model)
     (ax,) = fig.axes
     texts = "\n".join([fig._suptitle.get_text()] + [t.get_text() for t in ax.texts])
     return fig, ax, texts
@@ -162,12 +171,12 @@ def test_capsnet_architecture_refuses_other_encoders():
     from capsules_keras.models import EfficientCapsNet
 
     with pytest.raises(ValueError, match="EfficientCapsNet"):
-        plots.plot_capsnet_architecture(EfficientCapsNet(decoder_units=(8,)))
+        figures.plot_capsnet_architecture(EfficientCapsNet(decoder_units=(8,)))
 
 
 def test_class_reconstructions_write_the_capsule_lengths():
     lengths = np.linspace(0.01, 0.99, 20).reshape(2, 10)
-    fig = plots.plot_class_reconstructions(
+    fig = figures.plot_class_reconstructions(
         _digits(2), _digits(2, 10), labels=[3, 5], lengths=lengths
     )
     assert len(fig.axes) == 2 * 11
@@ -177,7 +186,7 @@ def test_class_reconstructions_write_the_capsule_lengths():
     assert fig.axes[11].get_title() == ""  # the second input has no title
     assert fig.axes[11 + 1 + 9].get_title() == "|v|=0.99"
     with pytest.raises(ValueError, match=r"Received: lengths.shape=\(2, 9\)"):
-        plots.plot_class_reconstructions(
+        figures.plot_class_reconstructions(
             _digits(2), _digits(2, 10), lengths=lengths[:, :9]
         )
 
@@ -196,21 +205,21 @@ def _mosaics(digits=2, dims=4, steps=5, loud=(2, 0)):
 
 
 def test_rank_dimensions_puts_the_most_changing_dimension_first():
-    order, change = plots.rank_dimensions(_mosaics())
+    order, change = figures.rank_dimensions(_mosaics())
     assert order.shape == change.shape == (2, 4)
     np.testing.assert_array_equal(order, [[2, 3, 0, 1], [0, 3, 1, 2]])
     np.testing.assert_allclose(change[0], [0.1, 0.1, 0.9, 0.3])
-    one_order, one_change = plots.rank_dimensions(_mosaics()[1])  # one digit
+    one_order, one_change = figures.rank_dimensions(_mosaics()[1])  # one digit
     np.testing.assert_array_equal(one_order, order[1:])
     with pytest.raises(ValueError, match="Received: reconstructions.shape"):
-        plots.rank_dimensions(np.zeros((2, 4, 1, 6, 6, 1)))  # one step
+        figures.rank_dimensions(np.zeros((2, 4, 1, 6, 6, 1)))  # one step
 
 
 def test_dimension_perturbations_draw_only_the_chosen_dimensions():
     mosaics = _mosaics()
     deltas = np.linspace(-0.25, 0.25, 5)
-    full = plots.plot_dimension_perturbations(mosaics, deltas)
-    fig = plots.plot_dimension_perturbations(mosaics, deltas, dimensions=[3, 1])
+    full = figures.plot_dimension_perturbations(mosaics, deltas)
+    fig = figures.plot_dimension_perturbations(mosaics, deltas, dimensions=[3, 1])
     assert len(fig.axes) == 2  # still one mosaic per digit
     for ax in fig.axes:
         assert [t.get_text() for t in ax.get_yticklabels()] == ["dim 3", "dim 1"]
@@ -222,13 +231,13 @@ def test_dimension_perturbations_draw_only_the_chosen_dimensions():
     np.testing.assert_allclose(canvas[8:, -6:], 0.15)
     assert fig.get_size_inches()[1] < full.get_size_inches()[1]  # 2 rows of 4
     # One order per digit, e.g. the top two of rank_dimensions.
-    order, _ = plots.rank_dimensions(mosaics)
-    fig = plots.plot_dimension_perturbations(mosaics, deltas, dimensions=order[:, :2])
+    order, _ = figures.rank_dimensions(mosaics)
+    fig = figures.plot_dimension_perturbations(mosaics, deltas, dimensions=order[:, :2])
     labels = [[t.get_text() for t in ax.get_yticklabels()] for ax in fig.axes]
     assert labels == [["dim 2", "dim 3"], ["dim 0", "dim 3"]]
     for bad in ([4], [], [[0, 1]], [0.5]):
         with pytest.raises(ValueError, match="Received: dimensions="):
-            plots.plot_dimension_perturbations(mosaics, deltas, dimensions=bad)
+            figures.plot_dimension_perturbations(mosaics, deltas, dimensions=bad)
 
 
 def test_coupling_coefficients_centred_on_the_uniform_value():
@@ -301,10 +310,10 @@ def test_robustness_bands_are_wilson_intervals():
         ),
         "rotation (degrees)": ([0, 30], {"CapsNet": [0.9, 0.6], "CNN": [0.9, 0.5]}),
     }
-    plain = plots.plot_robustness(sweeps)
+    plain = figures.plot_robustness(sweeps)
     assert [len(ax.collections) for ax in plain.axes] == [0, 0]
     assert plain.axes[0].get_title() == ""
-    fig = plots.plot_robustness(sweeps, num_samples=200)
+    fig = figures.plot_robustness(sweeps, num_samples=200)
     assert [len(ax.lines) for ax in fig.axes] == [2, 2]
     assert [len(ax.collections) for ax in fig.axes] == [2, 2]
     band = fig.axes[0].collections[1]  # CNN's shift band
@@ -318,4 +327,4 @@ def test_robustness_bands_are_wilson_intervals():
     assert y.min() == pytest.approx(low.min())
     assert "95% Wilson" in fig.axes[0].get_title()
     with pytest.raises(ValueError, match="Received: num_samples=0"):
-        plots.plot_robustness(sweeps, num_samples=0)
+        figures.plot_robustness(sweeps, num_samples=0)

@@ -1,11 +1,19 @@
 """Figures of notebook 05 (MultiMNIST): each returns a Figure with the expected axes."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 from matplotlib.figure import Figure
 
-from capsules_keras import plots
 from capsules_keras.data.multi_mnist import overlay_pairs
+
+# The figures that one notebook each draws live beside the notebooks.
+sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
+
+import figures  # noqa: E402
 
 
 def _pairs(n):
@@ -22,7 +30,7 @@ def _pairs(n):
 
 def test_pair_construction_shows_digits_placements_and_boxes(tmp_path):
     digits, placed, images, labels, shifts = _pairs(2)
-    fig = plots.plot_pair_construction(digits, placed, images, labels, shifts)
+    fig = figures.plot_pair_construction(digits, placed, images, labels, shifts)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 12  # 2 pairs x (2 digits, 2 placed, overlay, boxes)
     assert fig.axes[0].get_title() == "digit 0"
@@ -38,16 +46,16 @@ def test_pair_construction_shows_digits_placements_and_boxes(tmp_path):
     assert (tmp_path / "pairs.png").stat().st_size > 1000
     # Without shifts the titles say less; an empty digit has no box.
     placed[0, 1] = 0
-    fig = plots.plot_pair_construction(digits[:1], placed[:1], images[:1], labels[:1])
+    fig = figures.plot_pair_construction(digits[:1], placed[:1], images[:1], labels[:1])
     assert fig.axes[2].get_title() == "0 placed"
     assert len(fig.axes[5].patches) == 1
     with pytest.raises(ValueError, match="Received: 0"):
-        plots.plot_pair_construction(digits[:0], placed[:0], images[:0], labels[:0])
+        figures.plot_pair_construction(digits[:0], placed[:0], images[:0], labels[:0])
 
 
 def test_overlap_histogram_marks_mean_and_median():
     overlaps = np.array([0.0, 0.5, 0.5, 1.0, 1.0])
-    fig = plots.plot_overlap_histogram(overlaps, bins=4)
+    fig = figures.plot_overlap_histogram(overlaps, bins=4)
     (ax,) = fig.axes
     heights = [patch.get_height() for patch in ax.patches]
     np.testing.assert_allclose(heights, [0.2, 0.0, 0.4, 0.4])  # shares of pairs
@@ -55,7 +63,7 @@ def test_overlap_histogram_marks_mean_and_median():
     assert ax.get_legend().get_texts()[0].get_text() == "mean 60%"
     assert "5 pairs" in ax.get_title()
     with pytest.raises(ValueError, match="Received: 0"):
-        plots.plot_overlap_histogram([])
+        figures.plot_overlap_histogram([])
 
 
 def test_pair_routing_maps_the_two_digit_capsules():
@@ -65,7 +73,7 @@ def test_pair_routing_maps_the_two_digit_capsules():
     # Capsules of the first grid cell (i // types == 0) send more to 7 than to 2.
     c[:types, 7], c[:types, 2] = 0.3, 0.05
     digits = np.zeros((2, 36, 36, 1))
-    fig = plots.plot_pair_routing(
+    fig = figures.plot_pair_routing(
         np.zeros((36, 36, 1)),
         [np.full((in_capsules, classes), 0.1), c],
         grid,
@@ -86,14 +94,14 @@ def test_pair_routing_maps_the_two_digit_capsules():
     low, high = fig.axes[1 + 3 + 1].images[0].get_clim()
     assert (low + high) / 2 == pytest.approx(0.1) and high - 0.1 == pytest.approx(0.2)
     assert fig.axes[1 + 3 + 2].images[0].get_clim()[1] == pytest.approx(0.3 / 0.35)
-    fixed = plots.plot_pair_routing(
+    fixed = figures.plot_pair_routing(
         np.zeros((36, 36, 1)), [c], grid, (2, 7), coupling_range=0.02, share_range=0.1
     )
     assert fixed.axes[2].images[0].get_clim() == pytest.approx((0.08, 0.12))
     assert fixed.axes[3].images[0].get_clim() == pytest.approx((0.4, 0.6))
     with pytest.raises(ValueError, match="coupling_range"):
-        plots.plot_pair_routing(
+        figures.plot_pair_routing(
             np.zeros((36, 36, 1)), [c], grid, (2, 7), coupling_range=0
         )
     with pytest.raises(ValueError, match="do not fill"):
-        plots.plot_pair_routing(np.zeros((36, 36, 1)), [c], (5, 5), (2, 7))
+        figures.plot_pair_routing(np.zeros((36, 36, 1)), [c], (5, 5), (2, 7))

@@ -1,15 +1,24 @@
 """The figures of notebooks 01 and 04 return Figures with the expected axes."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 from matplotlib.figure import Figure
 
 from capsules_keras import plots
 
+# The figures that one notebook each draws live beside the notebooks.
+sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
+
+import figures  # noqa: E402
+
 
 def test_squash_figure():
     lengths = np.linspace(0, 5, 51)
-    fig = plots.plot_squash(lengths, lengths**2 / (1 + lengths**2))
+    fig = figures.plot_squash(lengths, lengths**2 / (1 + lengths**2))
     assert isinstance(fig, Figure)
     (ax,) = fig.axes
     assert ax.get_xlabel() == "input length |s|"
@@ -23,7 +32,7 @@ def test_routing_toy_figure(tmp_path):
     votes = rng.normal(size=(6, 2, 2))  # (i, j, m)
     parents = rng.normal(size=(3, 2, 2)) * 0.3  # (r, j, m)
     couplings = rng.dirichlet(np.ones(2), size=(3, 6))  # (r, i, j)
-    fig = plots.plot_routing_toy(votes, parents, couplings, outliers=(4, 5))
+    fig = figures.plot_routing_toy(votes, parents, couplings, outliers=(4, 5))
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 3  # one per parent + the couplings
     assert fig.axes[0].get_title() == "votes for parent 0"
@@ -54,7 +63,7 @@ def test_pca_2d():
     rng = np.random.default_rng(0)
     # Variance mostly along the first axis, then the second.
     features = rng.normal(size=(200, 5)) * np.array([10.0, 3.0, 0.1, 0.1, 0.1])
-    projected, explained = plots.pca_2d(features)
+    projected, explained = figures.pca_2d(features)
     assert projected.shape == (200, 2)
     np.testing.assert_allclose(projected.mean(axis=0), 0.0, atol=1e-9)
     assert explained[0] > explained[1] > 0 and explained.sum() > 0.99
@@ -66,7 +75,7 @@ def test_capsule_pca_figure():
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(3), 20)
     features = rng.normal(size=(60, 8)) + labels[:, None]
-    fig = plots.plot_capsule_pca(features, labels)
+    fig = figures.plot_capsule_pca(features, labels)
     (ax,) = fig.axes
     assert len(ax.collections) == 3  # one scatter per class
     assert ax.get_xlabel().startswith("PC 1")
@@ -76,7 +85,7 @@ def test_nearest_neighbours_figure():
     rng = np.random.default_rng(0)
     queries = rng.uniform(size=(2, 14, 14, 1))
     neighbours = rng.uniform(size=(2, 3, 14, 14, 1))
-    fig = plots.plot_nearest_neighbours(
+    fig = figures.plot_nearest_neighbours(
         queries, neighbours, query_labels=[4, 7], labels=[[4, 4, 9], [7, 1, 7]]
     )
     assert len(fig.axes) == 2 * 4
@@ -94,7 +103,7 @@ def _pose(x, y, degrees):
 def test_pose_votes_one_axis_per_panel_with_an_arrow_per_part_and_vote():
     parts = np.stack([_pose(0, 0, 0), _pose(2, 1, 45), _pose(-1, 3, 90)])
     votes = np.stack([_pose(1, 1, 10)] * 3)
-    fig = plots.plot_pose_votes({"face": (parts, votes), "again": (parts, votes)})
+    fig = figures.plot_pose_votes({"face": (parts, votes), "again": (parts, votes)})
     first, second = fig.get_axes()
     assert first.get_title() == "face" and second.get_title() == "again"
     assert len(first.texts) == 6  # an arrow per part and per vote
@@ -116,4 +125,4 @@ def test_pose_votes_one_axis_per_panel_with_an_arrow_per_part_and_vote():
 )
 def test_pose_votes_names_bad_inputs(panels, match):
     with pytest.raises(ValueError, match=match):
-        plots.plot_pose_votes(panels)
+        figures.plot_pose_votes(panels)

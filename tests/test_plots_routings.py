@@ -1,15 +1,22 @@
 """The figures of notebook 06 (does routing matter?) show the data they get."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 from matplotlib.figure import Figure
 
-from capsules_keras import plots
+# The figures that one notebook each draws live beside the notebooks.
+sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
+
+import figures  # noqa: E402
 
 
 def test_seed_spread_figure(tmp_path):
     results = {"dynamic, 3": [0.91, 0.93, 0.92], "self-attention": [0.95, 0.94]}
-    fig = plots.plot_seed_spread(results, ylabel="accuracy", title="MNIST")
+    fig = figures.plot_seed_spread(results, ylabel="accuracy", title="MNIST")
     assert isinstance(fig, Figure)
     (ax,) = fig.axes
     assert ax.get_ylabel() == "accuracy" and ax.get_title() == "MNIST"
@@ -29,4 +36,4 @@ def test_seed_spread_figure(tmp_path):
 
 def test_seed_spread_needs_results():
     with pytest.raises(ValueError, match="Received"):
-        plots.plot_seed_spread({})
+        figures.plot_seed_spread({})

