@@ -74,8 +74,9 @@ format: install
 # at the same time share one.
 TEST_JOBS ?= 2
 # Every suite ends with its slowest tests (and notebook cells), so that the
-# next one to slow `make test` down shows where it happens (the timings of
-# the last measured runs: benchmarks/test-time/). Speed is never asserted.
+# next one to slow `make test` down shows where it happens (a whole log as
+# tables per file: tools/slowest_tests.py; the runs measured so far:
+# docs/past-investigations.md). Speed is never asserted.
 TEST_DURATIONS ?= 15
 TEST_SUITES := $(addprefix test-,torch jax tensorflow)
 .PHONY: $(TEST_SUITES)  # after TEST_SUITES: .PHONY expands it at once
@@ -171,6 +172,15 @@ $(DOCS_CACHE)/mathjax/MathJax.js:
 bench: install
 	TEST_MNIST="$(TEST_MNIST)" $(BIN)/python benchmarks/run_all.py \
 		--notes-file benchmarks/NOTES.md
+
+# What benchmarks/gpu_check.sh needs on a GPU machine without a network, into
+# .gpu-check/ (git-ignored): the wheels of keras, namex, optree and labml-nn
+# at this .venv's versions for CPython 3.12, and full MNIST.
+GPU_CARRY_MNIST ?= $(abspath ../shared/data/mnist-full.npz)
+.PHONY: gpu-carry
+gpu-carry: install
+	GPU_CARRY_PYTHON=$(BIN)/python GPU_CARRY_MNIST="$(GPU_CARRY_MNIST)" \
+		bash benchmarks/gpu_carry.sh
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,26 +1,32 @@
 """The benchmarks run at a tiny size, so that they cannot rot.
 
+Every script in benchmarks/ runs here or in `make bench` (benchmarks/run_all.py).
 Speed is never asserted here: `make bench` measures it (benchmarks/README.md).
 """
 
 import json
 import os
+import subprocess
 import sys
+from importlib.metadata import version
 
 import keras
 import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
-sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
+BENCHMARKS = os.path.join(REPO_ROOT, "benchmarks")
+sys.path.insert(0, BENCHMARKS)
+sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 
 import bench_em  # noqa: E402
+import bench_models  # noqa: E402
 import bench_routing  # noqa: E402
 import bench_routings  # noqa: E402
 import bench_train  # noqa: E402
 import reference_accuracy  # noqa: E402
 import run_all  # noqa: E402
-import test_durations  # noqa: E402
+import slowest_tests  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +68,27 @@ def test_em_benchmark_tiny():
         assert row["backend"] == keras.backend.backend() and row["median_ms"] > 0
         assert row["jit_compile"] == (keras.backend.backend() == "jax")
         assert row["parameters"] == 63_389 and row["images_per_second"] > 0
+
+
+def test_models_benchmark_tiny(tmp_path):
+    # Two of the three models: the ratio needs the CapsNet, and each model
+    # compiles a training step of its own.
+    out = tmp_path / "models.json"
+    flags = ["--models", "capsnet", "efficient", "--images", "8", "--repeats", "1"]
+    bench_models.main([*flags, "--out", str(out)])
+    with open(out) as f:
+        report = json.load(f)
+    assert report["benchmark"] == "models" and report["settings"]["images"] == 8
+    rows = {row["model"]: row for row in report["results"]}
+    assert list(rows) == ["capsnet", "efficient"]
+    assert rows["capsnet"]["ratio_to_capsnet"] == 1
+    for name, row in rows.items():
+        assert row["backend"] == keras.backend.backend()
+        assert row["batch_size"] == bench_models.MODELS[name][1]
+        assert row["images_per_s"] >= row["median_images_per_s"] > 0
+    assert rows["efficient"]["ratio_to_capsnet"] == pytest.approx(
+        rows["efficient"]["images_per_s"] / rows["capsnet"]["images_per_s"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +149,7 @@ def test_reference_accuracy_tiny(mnist_path, tmp_path):
         reference_accuracy.main(flags)  # an old result is never overwritten
 
 
-def test_durations_summary_per_suite():
+def test_slowest_tests_summary_per_suite():
     log = "\n".join(
         [
             "=== tests: KERAS_BACKEND=jax ===",
@@ -134,7 +161,7 @@ def test_durations_summary_per_suite():
             "==== 1 failed, 2 passed in 4.00s ====",
         ]
     )
-    found = test_durations.suites(log)
+    found = slowest_tests.suites(log)
     assert list(found) == ["jax", "torch"]
     closing, items = found["jax"]
     assert closing == "3 passed in 9.00s"
@@ -143,7 +170,7 @@ def test_durations_summary_per_suite():
         "notebooks/01.ipynb::Cell 3": 1.0,
     }
     assert found["torch"] == ("1 failed, 2 passed in 4.00s", {})
-    text = test_durations.summary(log, top=1)
+    text = slowest_tests.summary(log, top=1)
     assert (
         "| `tests/test_a.py` | 3.0 |" in text
         and "| `notebooks/01.ipynb` | 1.0 |" in text
@@ -174,10 +201,83 @@ def test_relu_bn_order_tiny(mnist_path, tmp_path):
         relu_bn_order.main(flags)  # an old result is never overwritten
     # One seed, one start: the two orders begin from the same weights.
     starts = []
-    for model_class in relu_bn_order.ORDERS.values():
+    for build in relu_bn_order.ORDERS.values():
         keras.utils.set_random_seed(0)
-        model = model_class()
+        model = build()
         model(np.zeros((1, 28, 28, 1), "float32"))
         starts.append(model.get_weights())
     for first, second in zip(*starts, strict=True):
         np.testing.assert_array_equal(first, second)
+
+
+def test_gpu_check_dry_run(tmp_path, mnist_path):
+    """benchmarks/gpu_check.sh end to end, tiny, on this CPU and this backend.
+
+    A second backend is made absent the way it is absent on the GPU machine:
+    its import fails (a package on PYTHONPATH that raises ImportError), so the
+    check skips it with one line. One dtype policy of the two, the one more
+    likely to break: float32 trains in every other test.
+    """
+    backend = keras.backend.backend()
+    absent = "jax" if backend == "tensorflow" else "tensorflow"
+    shadow = tmp_path / "absent" / absent
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(f"raise ImportError('no {absent} here')\n")
+    out = tmp_path / "gpu"
+    env = {
+        **os.environ,
+        "GPU_CHECK_PYTHON": sys.executable,
+        "GPU_CHECK_BACKENDS": f"{backend} {absent}",
+        "GPU_CHECK_POLICIES": "mixed_bfloat16",
+        "CAPSULES_KERAS_TEST_MNIST": mnist_path,
+        "PYTHONPATH": os.pathsep.join(
+            [str(tmp_path / "absent"), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    script = os.path.join(BENCHMARKS, "gpu_check.sh")
+    result = subprocess.run(
+        ["bash", script, "--dry-run", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    skipped = [
+        line
+        for line in result.stdout.splitlines()
+        if line.startswith("gpu_check: skipping")
+    ]
+    assert skipped == [
+        f"gpu_check: skipping {absent}: {sys.executable} cannot import {absent}"
+    ]
+    with open(out / "summary.json") as f:
+        summary = json.load(f)
+    assert summary["skipped"] == skipped and summary["failed"] == []
+    (bench,) = summary["benchmarks"]
+    assert bench["backend"] == backend and bench["routing_batch"] == 2
+    assert bench["routing_ratio_to_labml"] > 0 and bench["train_ratio_to_labml"] > 0
+    (run,) = summary["train"]
+    assert (run["backend"], run["dtype_policy"]) == (backend, "mixed_bfloat16")
+    assert (run["epochs"], run["n_train"], run["n_test"]) == (2, 32, 16)
+    assert 0 <= run["test_accuracy"] <= 1 and run["last_epoch_images_per_second"] > 0
+    assert "| ours / labml |" in (out / f"bench-{backend}" / "README.md").read_text()
+    assert f"| {backend} | " in (out / "summary.md").read_text()
+
+
+def test_gpu_carry_pins_the_versions_tested_here():
+    script = os.path.join(BENCHMARKS, "gpu_carry.sh")
+    env = {**os.environ, "GPU_CARRY_PYTHON": sys.executable}
+    result = subprocess.run(
+        ["bash", script, "--print"], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
+    pins = dict(pin.split("==") for pin in lines["carry"].split())
+    # keras, the two of its requirements the GPU machine lacks, and labml's
+    # reference: the versions this suite runs, for the machine's CPython 3.12.
+    assert pins == {
+        name: version(name) for name in ("keras", "namex", "optree", "labml-nn")
+    }
+    assert "--python-version 3.12" in lines["fetch"]
+    assert "--no-deps" in lines["fetch"] and "manylinux" in lines["fetch"]
+    assert lines["data"].endswith("-> .gpu-check/mnist-full.npz")

@@ -9,13 +9,14 @@
 github.com/EscVM/Efficient-CapsNet) as `BN(ReLU(Conv2D(x)))`.
 This trains both, one after the other, from the same seed (so from the same
 initial weights, on the same batches) with the trainer's quick preset for the
-model (`preset_settings("quick", "mnist", "efficient")`: one epoch, batch 16,
+model (`trainer_settings(preset="quick", model="efficient")`: one epoch, batch 16,
 Adam with its per-epoch decay, no shifts), and scores both on the same test
 digits: accuracy with its Wilson interval, and McNemar's exact test of the
 pair.
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -35,26 +36,39 @@ from common import (  # noqa: E402
 from capsules_keras.data import load_mnist  # noqa: E402
 from capsules_keras.diagnostics import mcnemar  # noqa: E402
 from capsules_keras.metrics import binomial_interval  # noqa: E402
-from capsules_keras.models import EfficientCapsNet  # noqa: E402
-from capsules_keras.training import preset_settings  # noqa: E402
+from capsules_keras.models import (  # noqa: E402
+    CapsuleBackbone,
+    CapsuleClassifier,
+    EfficientCapsNet,
+    EfficientEncoder,
+)
+from capsules_keras.training import trainer_settings  # noqa: E402
 
 
-class ReluFirst(EfficientCapsNet):
-    """`EfficientCapsNet` whose convolutions apply ReLU before batch norm."""
+class ReluFirstEncoder(EfficientEncoder):
+    """`EfficientEncoder` whose convolutions apply ReLU before batch norm."""
 
-    def _encoder(self):
-        conv, primary_caps = super()._encoder()
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         # The stack is (conv_k, bn_k, relu_k) for every k: swap bn and relu.
-        stack = conv.layers
+        stack = self.conv.layers
         swapped = [
             layer
             for k in range(0, len(stack), 3)
             for layer in (stack[k], stack[k + 2], stack[k + 1])
         ]
-        return keras.Sequential(swapped, name="conv"), primary_caps
+        self.conv = keras.Sequential(swapped, name="conv")
 
 
-ORDERS = {"BN then ReLU (ours)": EfficientCapsNet, "ReLU then BN (authors)": ReluFirst}
+def relu_first():
+    """`EfficientCapsNet`'s composition with `ReluFirstEncoder` as its encoder."""
+    encoder = ReluFirstEncoder(name="encoder")
+    backbone = CapsuleBackbone(encoder, routing="self_attention", name="backbone")
+    return CapsuleClassifier(backbone)
+
+
+#: name: a zero-argument callable that builds the model.
+ORDERS = {"BN then ReLU (ours)": EfficientCapsNet, "ReLU then BN (authors)": relu_first}
 
 
 def run(data, seed=0, max_train=None, max_test=None):
@@ -62,16 +76,16 @@ def run(data, seed=0, max_train=None, max_test=None):
     (x_train, y_train), (x_test, y_test), _ = load_mnist(path=data)
     x_train, y_train = x_train[:max_train], y_train[:max_train]
     x_test, y_test = x_test[:max_test], y_test[:max_test]
-    preset = preset_settings("quick", "mnist", "efficient")
-    epochs, batch_size = preset["epochs"], preset["batch_size"]
+    preset = trainer_settings(preset="quick", dataset="mnist", model="efficient")
+    epochs, batch_size = preset.epochs, preset.batch_size
     rows, right = [], {}
-    for name, model_class in ORDERS.items():
+    for name, build in ORDERS.items():
         keras.utils.set_random_seed(seed)
-        model = model_class()
+        model = build()
         schedule = keras.optimizers.schedules.ExponentialDecay(
-            preset["learning_rate"],
+            preset.learning_rate,
             int(np.ceil(len(x_train) / batch_size)),
-            preset["lr_decay"],
+            preset.lr_decay,
             staircase=True,
         )
         model.compile(optimizer=keras.optimizers.Adam(schedule))
@@ -84,7 +98,7 @@ def run(data, seed=0, max_train=None, max_test=None):
         rows.append(
             {
                 "order": name,
-                "layers": [layer.name for layer in model.conv.layers],
+                "layers": [layer.name for layer in model.backbone.encoder.conv.layers],
                 "test_accuracy": accuracy,
                 "interval_95": list(binomial_interval(accuracy, len(y_test))),
                 "train_seconds": seconds,
@@ -97,7 +111,7 @@ def run(data, seed=0, max_train=None, max_test=None):
         "n_test": len(x_test),
         "seed": seed,
         "backend": keras.backend.backend(),
-        "preset": preset,
+        "preset": dataclasses.asdict(preset),
         "results": rows,
         "mcnemar": {"ours_only": ours_only, "authors_only": authors_only, "p": p},
     }
