@@ -29,6 +29,7 @@ ORDER = {
     "models": 5,
     "data": 6,
     "plots": 6,
+    "capacity": 6,
     "training": 7,
     "train": 8,
     "evaluate": 8,
