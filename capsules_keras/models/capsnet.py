@@ -5,7 +5,7 @@ import keras
 from keras import layers
 
 from capsules_keras._checks import check_image_shape, check_positive_int
-from capsules_keras.layers import PrimaryCaps, legacy_scale_agreement
+from capsules_keras.layers import PrimaryCaps
 from capsules_keras.models.backbone import CapsuleBackbone
 from capsules_keras.models.classifier import CapsuleClassifier
 
@@ -149,23 +149,13 @@ class CapsNetArguments:
         return self.backbone.encoder.primary_dim
 
     def _backbone_config(self):
-        backbone = self.backbone
         return {
-            "image_shape": self.image_shape,
-            "num_classes": backbone.num_classes,
-            "routing_iterations": backbone.routing_iterations,
+            **self._backbone_arguments(),
             "conv_filters": self.conv_filters,
             "kernel_size": self.kernel_size,
             "primary_capsules": self.primary_capsules,
             "primary_dim": self.primary_dim,
-            "digit_dim": backbone.digit_dim,
-            "routing": backbone.routing,
-            "scale_agreement": backbone.scale_agreement,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**legacy_scale_agreement(config))
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")

@@ -15,7 +15,7 @@ from keras import layers
 
 from capsules_keras._checks import check_positive_int, check_positive_number
 from capsules_keras.inputs import image_batch, prepare_images
-from capsules_keras.layers import Length, Mask
+from capsules_keras.layers import Length, Mask, legacy_scale_agreement
 from capsules_keras.losses import MarginLoss, ReconstructionLoss
 from capsules_keras.models.backbone import CapsuleBackbone
 from capsules_keras.models.base import CapsuleModel
@@ -282,9 +282,23 @@ class CapsuleClassifier(CapsuleModel):
         """The backbone in `get_config`; a named model gives its own arguments."""
         return {"backbone": keras.saving.serialize_keras_object(self.backbone)}
 
+    def _backbone_arguments(self):
+        """The backbone's arguments that every named model's config holds."""
+        backbone = self.backbone
+        return {
+            "image_shape": self.image_shape,
+            "num_classes": backbone.num_classes,
+            "routing": backbone.routing,
+            "routing_iterations": backbone.routing_iterations,
+            "digit_dim": backbone.digit_dim,
+            "scale_agreement": backbone.scale_agreement,
+        }
+
     @classmethod
     def from_config(cls, config):
         if isinstance(config.get("backbone"), dict):
             backbone = keras.saving.deserialize_keras_object(config["backbone"])
             config = {**config, "backbone": backbone}
+        else:  # a named model's own arguments (`CapsNet`, ...)
+            config = legacy_scale_agreement(config)
         return cls(**config)

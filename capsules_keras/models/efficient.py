@@ -5,7 +5,7 @@ import keras
 from keras import layers, ops
 
 from capsules_keras._checks import check_image_shape
-from capsules_keras.layers import BatchNormalization, Squash, legacy_scale_agreement
+from capsules_keras.layers import BatchNormalization, Squash
 from capsules_keras.models.backbone import CapsuleBackbone
 from capsules_keras.models.classifier import CapsuleClassifier
 
@@ -113,20 +113,15 @@ class EfficientCapsNet(CapsuleClassifier):
     self-attention routing:
 
     ```
-    x = ReLU(BN(Conv2D(32, 5)(images)))                   # (b, 24, 24, 32)
-    x = ReLU(BN(Conv2D(64, 3)(x)))                        # (b, 22, 22, 64)
-    x = ReLU(BN(Conv2D(64, 3)(x)))                        # (b, 20, 20, 64)
-    x = ReLU(BN(Conv2D(128, 3, strides=2)(x)))            # (b, 9, 9, 128)
-    u = squash_e(reshape(DepthwiseConv2D(9)(x), 16, 8))   # (b, 16, 8)
+    u = EfficientEncoder()(images)                        # (b, 16, 8), see there
     v = DigitCaps(10, 16, routing="self_attention",
                   squash="exponential")(u)                # (b, 10, 16)
     ```
 
-    (shapes for 28x28 digits; the depthwise kernel covers the whole last
-    feature map, whatever the image size.) `squash_e` is the exponential
-    squash `(1 - exp(-|s|)) s / |s|`; the primary capsules come from one
-    depthwise convolution, not from a convolution per capsule type; the
-    class capsules from non-iterative self-attention routing. The decoder,
+    (shapes for 28x28 digits.) The class capsules use the encoder's
+    exponential squash `(1 - exp(-|s|)) s / |s|`; the primary capsules come
+    from one depthwise convolution, not from a convolution per capsule type;
+    the class capsules from non-iterative self-attention routing. The decoder,
     the margin loss and the reconstruction weight (their 0.392 x the mean
     squared error = 0.0005 x the sum) are `CapsNet`'s, and so are `fit`,
     `predict`, `analyze` and saving.
@@ -136,7 +131,7 @@ class EfficientCapsNet(CapsuleClassifier):
     github.com/EscVM/Efficient-CapsNet): each of their convolutions
     applies its ReLU first and batch normalisation after it
     (`BN(ReLU(Conv2D(x)))`); here batch normalisation comes first, as
-    drawn above. The parameters are the same, and one epoch in either
+    `EfficientEncoder` draws it. The parameters are the same, and one epoch in either
     order reached practically the same test accuracy (docs/differences.md).
     It stays, because every saved model and the pretrained preset were
     trained in this order.
@@ -194,16 +189,4 @@ class EfficientCapsNet(CapsuleClassifier):
         )
 
     def _backbone_config(self):
-        backbone = self.backbone
-        return {
-            "image_shape": self.image_shape,
-            "num_classes": backbone.num_classes,
-            "routing": backbone.routing,
-            "routing_iterations": backbone.routing_iterations,
-            "digit_dim": backbone.digit_dim,
-            "scale_agreement": backbone.scale_agreement,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**legacy_scale_agreement(config))
+        return self._backbone_arguments()
