@@ -121,7 +121,9 @@ def check(jupyter, lab_args, notebooks):
         listed = sorted(
             item["name"]
             for item in server.request("/api/contents/")["content"]
-            if item["type"] == "notebook"
+            # jupytext, when installed, opens the notebooks' .py helpers as
+            # notebooks too; the notebooks are the .ipynb files.
+            if item["type"] == "notebook" and item["name"].endswith(".ipynb")
         )
         expected = sorted(path.name for path in notebooks.glob("*.ipynb"))
         if listed != expected:
