@@ -4,7 +4,7 @@
 #   make lab                       open the notebooks/ in Jupyter Lab (.venv's kernel)
 #   make test                      lint + unit tests + notebooks, on all backends
 #   make test BACKENDS=jax         one backend, for quick iteration
-#   make test TEST_JOBS=1          the backends one after the other
+#   make test TEST_JOBS=1          the suites' parts one after the other
 #   make bench                     speed and memory against the PyTorch reference
 #   KERAS_BACKEND=torch make demo  any backend
 
@@ -57,20 +57,21 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# The backends' suites run side by side, TEST_JOBS at a time, in BACKENDS order
-# (make -j; each suite's output is printed whole when it ends): jax, the
-# longest, beside tensorflow and then torch. One suite alone leaves about a
-# third of a 2-core machine idle (jax: 1,940 s of CPU in 1,520 s), waiting on
-# kernels, subprocesses and one-threaded compilers; three at once oversubscribe
-# it (torch 533 s alone, 1,516 s beside the other two). `make test TEST_JOBS=1`
-# runs them one after the other.
+# Each backend's suite is two parts, its tests (with the doctests) and its
+# notebooks (nbval), and `make test` runs the six parts TEST_JOBS at a time
+# (make -j; each part's output is printed whole when it ends), longest first
+# (TEST_ORDER), so that the two lanes of a 2-core machine end together: a
+# suite as one job left one lane idle while jax's ran on (jax 963 s against
+# tensorflow + torch 1,148 s). More than two at once oversubscribe two cores
+# (torch 533 s alone, 1,516 s beside the other two suites).
+# `make test TEST_JOBS=1` runs the parts one after the other.
 #
 # jax compiles every new program (each eager op at each shape, each model's
-# train step) with XLA; the suite's subprocesses and notebook kernels compile
-# the same ones again. A compilation cache per suite, new for each run and
+# train step) with XLA; a part's subprocesses and notebook kernels compile
+# the same ones again. A compilation cache per part, new for each run and
 # removed after it, serves the repeats (tests/test_train.py +
 # tests/test_models.py on jax: 409 s without it, 323 s with it). One cache per
-# suite: jax writes its entries without a lock, so no two processes that run
+# part: jax writes its entries without a lock, so no two processes that run
 # at the same time share one.
 TEST_JOBS ?= 2
 # Every suite ends with its slowest tests (and notebook cells), so that the
@@ -79,7 +80,17 @@ TEST_JOBS ?= 2
 # docs/past-investigations.md). Speed is never asserted.
 TEST_DURATIONS ?= 15
 TEST_SUITES := $(addprefix test-,torch jax tensorflow)
-.PHONY: $(TEST_SUITES)  # after TEST_SUITES: .PHONY expands it at once
+TEST_PARTS := $(foreach suite,$(TEST_SUITES),$(suite)-units $(suite)-notebooks)
+# The parts, longest first (tools/slowest_tests.py on a `make test` log).
+TEST_ORDER ?= jax-units tensorflow-units jax-notebooks torch-units \
+	tensorflow-notebooks torch-notebooks
+# A part's backend and part: jax-units -> jax, units.
+backend = $(firstword $(subst -, ,$1))
+part = $(lastword $(subst -, ,$1))
+# pytest's arguments for each part.
+PART_ARGS_units := tests --doctest-modules capsules_keras
+PART_ARGS_notebooks := $(NBVAL)
+.PHONY: $(TEST_SUITES) $(TEST_PARTS)  # after them: .PHONY expands them at once
 JAX_CACHE = $(if $(TEST_CACHE),JAX_COMPILATION_CACHE_DIR=$(TEST_CACHE)/$* \
 	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0)
 # The suites' XLA programs (all of jax's; tensorflow's compiled routing and
@@ -95,22 +106,26 @@ TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0
 test: lint
 	@cache=$$(mktemp -d); \
 	$(MAKE) --no-print-directory --keep-going --output-sync=target \
-		-j$(TEST_JOBS) TEST_CACHE=$$cache $(addprefix test-,$(BACKENDS)); \
+		-j$(TEST_JOBS) TEST_CACHE=$$cache \
+		$(addprefix test-,$(filter $(addsuffix -%,$(BACKENDS)),$(TEST_ORDER))); \
 	status=$$?; rm -rf "$$cache"; \
 	if [ $$status -ne 0 ]; then echo "FAILED: see the suites above"; exit 1; fi; \
 	echo "All tests passed on: $(BACKENDS)"
 
-# One backend's suite (`make test` runs them; `make test-jax` skips the lint).
-$(TEST_SUITES): test-%: install
-	@echo "=== tests: KERAS_BACKEND=$* ==="
-	@$(JAX_CACHE) KERAS_BACKEND=$* CAPSULES_KERAS_TEST_MNIST="$(TEST_MNIST)" \
+# One backend's suite (`make test` runs them; `make test-jax` skips the lint),
+# and its parts (`make test-jax-notebooks`).
+$(TEST_SUITES): test-%: test-%-units test-%-notebooks
+
+$(TEST_PARTS): test-%: install
+	@echo "=== tests: KERAS_BACKEND=$(call backend,$*) ($(call part,$*)) ==="
+	@$(JAX_CACHE) KERAS_BACKEND=$(call backend,$*) CAPSULES_KERAS_TEST_MNIST="$(TEST_MNIST)" \
 		XLA_FLAGS="$$XLA_FLAGS $(TEST_XLA_FLAGS)" \
 		CAPSULES_KERAS_TEST_FASHION_MNIST="$(TEST_FASHION_MNIST)" \
 		CAPSULES_KERAS_FASHION_MNIST="$(TEST_FASHION_MNIST)" \
 		CAPSULES_KERAS_MNIST="$(TEST_MNIST)" CAPSULES_KERAS_QUICK=1 \
-		$(BIN)/python -m pytest tests --doctest-modules capsules_keras \
+		$(BIN)/python -m pytest $(PART_ARGS_$(call part,$*)) \
 		-o cache_dir=.pytest_cache/$* --durations=$(TEST_DURATIONS) \
-		$(NBVAL) $(PYTEST_ARGS)
+		$(PYTEST_ARGS)
 
 demo: install
 	KERAS_BACKEND=$${KERAS_BACKEND:-$(DEMO_BACKEND)} $(BIN)/python -m \

@@ -152,18 +152,18 @@ def test_reference_accuracy_tiny(mnist_path, tmp_path):
 def test_slowest_tests_summary_per_suite():
     log = "\n".join(
         [
-            "=== tests: KERAS_BACKEND=jax ===",
+            "=== tests: KERAS_BACKEND=jax (units) ===",
             "2.50s call     tests/test_a.py::test_one",
             "0.50s setup    tests/test_a.py::test_one",
             "1.00s call     notebooks/01.ipynb::Cell 3",
             "==== 3 passed in 9.00s ====",
-            "=== tests: KERAS_BACKEND=torch ===",
+            "=== tests: KERAS_BACKEND=torch ===",  # a log from before the parts
             "==== 1 failed, 2 passed in 4.00s ====",
         ]
     )
     found = slowest_tests.suites(log)
-    assert list(found) == ["jax", "torch"]
-    closing, items = found["jax"]
+    assert list(found) == ["jax (units)", "torch"]
+    closing, items = found["jax (units)"]
     assert closing == "3 passed in 9.00s"
     assert items == {
         "tests/test_a.py::test_one": 3.0,

@@ -5,8 +5,9 @@ Run the suites with every duration printed, keep the log, and summarise it:
     make test TEST_DURATIONS=0 2>&1 | tee test.log
     python tools/slowest_tests.py test.log --top 25 > durations.md
 
-For each backend's suite (the Makefile's `=== tests: KERAS_BACKEND=... ===`
-headers): its closing line, the seconds per file (each notebook is one file,
+For each part of a backend's suite (the Makefile's `=== tests:
+KERAS_BACKEND=jax (units) ===` headers; a whole suite's, without the part, in
+older logs): its closing line, the seconds per file (each notebook is one file,
 its cells the items) and the slowest items, setup, call and teardown added.
 The runs measured with it so far: docs/past-investigations.md.
 """
@@ -15,13 +16,16 @@ import argparse
 import collections
 import re
 
-SUITE = re.compile(r"^=== tests: KERAS_BACKEND=(\w+) ===$", re.MULTILINE)
+SUITE = re.compile(r"^=== tests: KERAS_BACKEND=(\w+(?: \(\w+\))?) ===$", re.MULTILINE)
 DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+(\S.*?)\s*$", re.MULTILINE)
 CLOSING = re.compile(r"^=+ (.+ in [\d.]+s.*?) =+$", re.MULTILINE)
 
 
 def suites(log):
-    """{backend: (closing line, {item: seconds})} for every suite in `log`."""
+    """{suite: (closing line, {item: seconds})} for every suite in `log`.
+
+    A suite is named as its header names it: "jax (units)", or "jax".
+    """
     parts = SUITE.split(log)
     found = {}
     for backend, body in zip(parts[1::2], parts[2::2], strict=True):
