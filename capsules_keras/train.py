@@ -7,8 +7,11 @@ Presets (`capsules_keras.training.PRESETS`):
 `--model` picks the network from `capsules_keras.training.MODELS` (CapsNet,
 Efficient-CapsNet, matrix capsules with EM routing, the CNN baseline),
 `--dataset` the data from `capsules_keras.data.DATASETS` (MNIST,
-Fashion-MNIST, MultiMNIST's overlapping digits); `DATASET_PRESETS` and
-`MODEL_PRESETS` adjust the presets for them.
+Fashion-MNIST, MultiMNIST's overlapping digits, a folder of your images);
+`DATASET_PRESETS` and `MODEL_PRESETS` adjust the presets for them.
+`--data path/to/folder` with one sub-folder of images per class trains on
+those images (`--image-size 64` or `64x48` to resize them), holding out a
+share of each class (`--validation-split`) as the test set.
 
 Every field of `capsules_keras.training.TrainConfig` is a flag of the same
 name (`max_train_samples`: `--max-train-samples`), with its help and its
@@ -24,6 +27,7 @@ by `capsules_keras.training`.
 import argparse
 import dataclasses
 import sys
+import typing
 
 from capsules_keras.capacity import CapacityError
 from capsules_keras.data import DATASETS
@@ -38,7 +42,8 @@ from capsules_keras.training import (
     train_run,
     trainer_settings,
 )
-from capsules_keras.training.config import optional
+from capsules_keras.training.config import field_type
+from capsules_keras.training.fit import load_data
 from capsules_keras.training.report import summary
 from capsules_keras.training.runs import resumed_config
 
@@ -99,11 +104,11 @@ def _flag_kwargs(field):
     defaults = _defaults(field)
     text = f"{help} [{defaults}]" if defaults else help
     kwargs = {"help": text.replace("%", "%%")}
-    kind = field.type
-    if optional(field):  # int | None -> int
-        (kind,) = [arg for arg in field.type.__args__ if arg is not type(None)]
+    kind = field_type(field)  # int | None -> int
     if kind is bool:
         return {**kwargs, "action": argparse.BooleanOptionalAction}
+    if typing.get_origin(kind) is tuple:  # tuple[str, ...]: --class-names a b c
+        return {**kwargs, "nargs": "+", "metavar": "NAME"}
     if field.metadata["choices"] is not None:
         kwargs["choices"] = field.metadata["choices"]
     return {**kwargs, "type": kind}
@@ -113,7 +118,8 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m capsules_keras.train",
         description="Train a capsule network or its CNN baseline (--model) on "
-        f"a dataset (--dataset: {', '.join(d.title for d in DATASETS.values())}).",
+        f"a dataset (--dataset: {', '.join(d.title for d in DATASETS.values())}: "
+        "--data path/to/folder, one sub-folder of images per class).",
     )
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
@@ -147,16 +153,23 @@ def main(argv=None):
         run_dir = None
         try:
             config = config_of(args)
-        except ValueError as error:
+        except (ValueError, ImportError) as error:  # ImportError: no Pillow
             raise SystemExit(f"error: {error}") from error
     try:
         setup = parallel_setup(config)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from error
+    try:
+        # Before the run folder: data that cannot be read leaves none behind.
+        data = load_data(config)
+    except (ValueError, OSError, ImportError, RuntimeError) as error:
+        raise SystemExit(f"error: {error}") from error
     if run_dir is None:
         run_dir = start_run(args.output_dir, config)
     try:
-        metrics = train_run(config, run_dir, setup, log=print, verbose=args.verbose)
+        metrics = train_run(
+            config, run_dir, setup, log=print, verbose=args.verbose, data=data
+        )
     except CapacityError as error:  # before the first step: nothing trained
         raise SystemExit(f"error: {error}") from error
     print(summary(metrics, run_dir))

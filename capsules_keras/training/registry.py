@@ -22,6 +22,7 @@ from capsules_keras.models import (
     baseline_cnn,
     cnn_units_for,
 )
+from capsules_keras.training.presets import preset_overrides
 
 #: What `--jit-compile auto` means per backend, measured with the CapsNet
 #: (docs/design-decisions.md, "Compiling the training step"):
@@ -126,10 +127,11 @@ def build_cnn(image_shape, dataset, config):
     E.g. 8.2M for MNIST (both presets), 5.3M for MultiMNIST's quick preset
     (whose CapsNet is narrower), 11.4M for its paper preset.
     """
-    # Imported here: config.py imports this registry.
-    from capsules_keras.training.config import trainer_settings
-
-    capsnet_config = trainer_settings(preset=config.preset, dataset=dataset.name)
+    # The CapsNet of `trainer_settings(preset=..., dataset=...)`: its options
+    # from the preset for the dataset, else CapsNet's defaults.
+    overrides = preset_overrides(config.preset, dataset.name, "capsnet")
+    sizes = {name: overrides.get(name) for name in MODELS["capsnet"].options}
+    capsnet_config = dataclasses.replace(config, model="capsnet", **sizes)
     capsnet = build_capsnet(image_shape, dataset, capsnet_config)
     units = cnn_units_for(image_shape, dataset.num_classes, capsnet.count_params())
     return baseline_cnn(

@@ -5,6 +5,7 @@ import importlib.util
 import numpy as np
 
 from capsules_keras.data import get_dataset
+from capsules_keras.inputs import prepare_images
 from capsules_keras.models import CapsuleClassifier
 from capsules_keras.training.registry import MODELS
 
@@ -52,7 +53,7 @@ def reconstructions_figure(model, x_test, y_test, scores, dataset):
     from capsules_keras import plots
 
     return plots.plot_reconstructions(
-        x_test[shown],
+        prepare_images(x_test[shown], x_test.shape[1:]),  # uint8 to [0, 1]
         inside["reconstructions"],
         [names[c] for c in y_test[shown]],
         [names[c] for c in inside["predictions"]],
@@ -84,10 +85,26 @@ FIGURES = {
 
 
 def title(metrics):
-    """E.g. "CapsNet on Fashion-MNIST"."""
-    return (
-        f"{MODELS[metrics['model']].title} on {get_dataset(metrics['dataset']).title}"
-    )
+    """E.g. "CapsNet on Fashion-MNIST", "CapsNet on image folder 'flowers'"."""
+    data = metrics.get("dataset_title") or get_dataset(metrics["dataset"]).title
+    return f"{MODELS[metrics['model']].title} on {data}"
+
+
+#: How many class names the report and the summary show.
+CLASSES_SHOWN = 20
+
+
+def describe_classes(class_names):
+    """E.g. "3: daisy, rose, tulip"; of many, the first `CLASSES_SHOWN`."""
+    shown = ", ".join(class_names[:CLASSES_SHOWN])
+    more = len(class_names) - CLASSES_SHOWN
+    return f"{len(class_names)}: {shown}" + (f", ... ({more} more)" if more > 0 else "")
+
+
+def classes_text(metrics):
+    """`describe_classes` of a run's classes (None for a metrics.json without)."""
+    names = metrics.get("class_names")
+    return describe_classes(names) if names else None
 
 
 #: The report's figures, in order, with their headings.
@@ -153,6 +170,7 @@ def report(metrics, figures=FIGURE_TITLES):
         ),
         f"| parameters | {metrics['parameters']:,} |",
         f"| data | {metrics['data_source']} |",
+        *([f"| classes | {classes_text(metrics)} |"] if classes_text(metrics) else []),
         f"| devices | {metrics['devices']} (Keras {metrics['keras_version']}) |",
         "",
     ]
@@ -177,6 +195,7 @@ def summary(metrics, run_dir):
             f"{metrics['images_per_second']:.0f} images/s",
         ),
         ("Data", metrics["data_source"]),
+        *([("Classes", classes_text(metrics))] if classes_text(metrics) else []),
         ("Parameters", f"{metrics['parameters']:,}"),
         ("Artifacts", run_dir),
         ("", "report.md (results and figures), model.keras, history.csv,"),
