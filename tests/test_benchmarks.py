@@ -23,16 +23,65 @@ import bench_em  # noqa: E402
 import bench_models  # noqa: E402
 import bench_routing  # noqa: E402
 import bench_routings  # noqa: E402
-import bench_train  # noqa: E402
 import reference_accuracy  # noqa: E402
 import run_all  # noqa: E402
 import slowest_tests  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def tiny_routing():
-    """The routing benchmark at a tiny size, shared by the tests below."""
-    return bench_routing.run([2], in_caps=16, repeats=1, warmup=1)
+def gpu_dry_run(tmp_path_factory, mnist_path):
+    """benchmarks/gpu_check.sh end to end, tiny, on this CPU and this backend.
+
+    A second backend is made absent the way it is absent on the GPU machine:
+    its import fails (a package on PYTHONPATH that raises ImportError), so the
+    check skips it with one line. One dtype policy of the two, the one more
+    likely to break: float32 trains in every other test. Its benchmark run
+    (`run_all.py`: the routing and training benchmarks at a tiny size) is
+    also what the benchmarks' own tests below read, so that they run once.
+
+    Returns:
+        `(result, out)`: the finished script and its output folder.
+    """
+    tmp_path = tmp_path_factory.mktemp("gpu_check")
+    backend = keras.backend.backend()
+    absent = "jax" if backend == "tensorflow" else "tensorflow"
+    shadow = tmp_path / "absent" / absent
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(f"raise ImportError('no {absent} here')\n")
+    out = tmp_path / "gpu"
+    env = {
+        **os.environ,
+        "GPU_CHECK_PYTHON": sys.executable,
+        "GPU_CHECK_BACKENDS": f"{backend} {absent}",
+        "GPU_CHECK_POLICIES": "mixed_bfloat16",
+        "CAPSULES_KERAS_TEST_MNIST": mnist_path,
+        "PYTHONPATH": os.pathsep.join(
+            [str(tmp_path / "absent"), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    script = os.path.join(BENCHMARKS, "gpu_check.sh")
+    result = subprocess.run(
+        ["bash", script, "--dry-run", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result, out
+
+
+@pytest.fixture(scope="module")
+def tiny_bench(gpu_dry_run):
+    """The dry run's benchmark results (`run_all.py`'s results.json)."""
+    _, out = gpu_dry_run
+    with open(out / f"bench-{keras.backend.backend()}" / "results.json") as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def tiny_routing(tiny_bench):
+    """The routing benchmark at a tiny size: batch 2, 16 input capsules."""
+    return tiny_bench["routing"]
 
 
 def test_routing_benchmark_tiny(tiny_routing):
@@ -92,12 +141,9 @@ def test_models_benchmark_tiny(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny_train(mnist_path):
-    """One tiny training run of each implementation, shared by the tests below."""
-    return [
-        {**bench_train.run(impl, 2, 1, 1, mnist_path), "paired_with": "x"}
-        for impl in ("labml", "ours")
-    ]
+def tiny_train(tiny_bench):
+    """One tiny training run of each implementation: one step at batch 2."""
+    return [{**run, "paired_with": "x"} for run in tiny_bench["train"]]
 
 
 def test_train_benchmark_tiny(tiny_train):
@@ -210,38 +256,10 @@ def test_relu_bn_order_tiny(mnist_path, tmp_path):
         np.testing.assert_array_equal(first, second)
 
 
-def test_gpu_check_dry_run(tmp_path, mnist_path):
-    """benchmarks/gpu_check.sh end to end, tiny, on this CPU and this backend.
-
-    A second backend is made absent the way it is absent on the GPU machine:
-    its import fails (a package on PYTHONPATH that raises ImportError), so the
-    check skips it with one line. One dtype policy of the two, the one more
-    likely to break: float32 trains in every other test.
-    """
+def test_gpu_check_dry_run(gpu_dry_run):
+    result, out = gpu_dry_run
     backend = keras.backend.backend()
     absent = "jax" if backend == "tensorflow" else "tensorflow"
-    shadow = tmp_path / "absent" / absent
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text(f"raise ImportError('no {absent} here')\n")
-    out = tmp_path / "gpu"
-    env = {
-        **os.environ,
-        "GPU_CHECK_PYTHON": sys.executable,
-        "GPU_CHECK_BACKENDS": f"{backend} {absent}",
-        "GPU_CHECK_POLICIES": "mixed_bfloat16",
-        "CAPSULES_KERAS_TEST_MNIST": mnist_path,
-        "PYTHONPATH": os.pathsep.join(
-            [str(tmp_path / "absent"), os.environ.get("PYTHONPATH", "")]
-        ),
-    }
-    script = os.path.join(BENCHMARKS, "gpu_check.sh")
-    result = subprocess.run(
-        ["bash", script, "--dry-run", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     skipped = [
         line
         for line in result.stdout.splitlines()

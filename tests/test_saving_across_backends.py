@@ -1,12 +1,15 @@
 """Saved `.keras` files load and predict the same on every backend and version.
 
-Every model saved on this backend loads on the other two; the golden files
+Every model saved on this backend loads on the next one in `BACKENDS`'s
+ring (torch -> jax -> tensorflow -> torch), so that the three suites
+together save on every backend and load on every backend; the golden files
 in `tests/data/golden/`, saved by an earlier version
 (`tests/data/save_golden_models.py`), load here with their predictions.
 
-One fresh interpreter per other backend loads all the models at once:
-starting one (and importing its framework) costs seconds, so one per model
-and backend used to cost half a minute of every suite.
+One fresh interpreter of the next backend loads all the models at once:
+starting one (and importing its framework) costs seconds, which is why
+each suite starts one, not one per other backend: loading on both others
+was the costliest test of every suite.
 """
 
 import json
@@ -87,29 +90,34 @@ def saved(mnist_path, tmp_path_factory):
     return inputs, models
 
 
-def test_every_model_loads_and_predicts_the_same_under_the_other_backends(saved):
+def next_backend(backend):
+    """The backend after `backend` in the ring of `BACKENDS`."""
+    return BACKENDS[(BACKENDS.index(backend) + 1) % len(BACKENDS)]
+
+
+def test_every_model_loads_and_predicts_the_same_under_the_next_backend(saved):
     inputs, models = saved
     paths = [path for _, path, _ in models.values()]
-    for other in (b for b in BACKENDS if b != keras.backend.backend()):
-        result = subprocess.run(
-            [sys.executable, "-c", LOAD_SCRIPT, inputs, *paths],
-            env={**os.environ, "KERAS_BACKEND": other},
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        report = json.loads(result.stdout.strip().splitlines()[-1])
-        assert report["backend"] == other
-        for name, (model, path, expected) in models.items():
-            loaded = report["models"][path]
-            assert loaded["class"] == type(model).__name__, name
-            if isinstance(model, CapsuleClassifier):
-                assert loaded["routing"] == model.routing, name
-            else:  # the margin variable travels with the model
-                assert loaded["spread_margin"] == pytest.approx(0.3), name
-            predicted = np.load(path + ".npy")  # written by the other backend
-            np.testing.assert_allclose(predicted, expected, atol=1e-4, err_msg=name)
+    other = next_backend(keras.backend.backend())
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_SCRIPT, inputs, *paths],
+        env={**os.environ, "KERAS_BACKEND": other},
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["backend"] == other
+    for name, (model, path, expected) in models.items():
+        loaded = report["models"][path]
+        assert loaded["class"] == type(model).__name__, name
+        if isinstance(model, CapsuleClassifier):
+            assert loaded["routing"] == model.routing, name
+        else:  # the margin variable travels with the model
+            assert loaded["spread_margin"] == pytest.approx(0.3), name
+        predicted = np.load(path + ".npy")  # written by the next backend
+        np.testing.assert_allclose(predicted, expected, atol=1e-4, err_msg=name)
 
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
