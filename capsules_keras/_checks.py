@@ -1,7 +1,8 @@
 """Argument checks shared by the layers, losses and models.
 
 Each raises a `ValueError` that ends with what was received, in the style of
-Keras' own layers; `renamed_argument` takes an argument's old name.
+Keras' own layers; `per_axis` and `collapsed` read and write a Conv2D-style
+`strides` argument; `renamed_argument` takes an argument's old name.
 """
 
 import warnings
@@ -54,6 +55,21 @@ def check_positive_int_or_pair(name, value):
             f"`{name}` must be a positive integer or a pair of them. "
             f"Received: {name}={value!r}"
         )
+
+
+def per_axis(name, value):
+    """`value` (None, a positive int or a pair of them) as a `(height, width)`
+    pair, the way Conv2D reads its `strides`; None stays `(None, None)`."""
+    if value is None:
+        return (None, None)
+    check_positive_int_or_pair(name, value)
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+
+
+def collapsed(pair):
+    """A `(height, width)` pair as one int where the two are equal (as a
+    config and a message write it), else as a tuple."""
+    return pair[0] if pair[0] == pair[1] else tuple(pair)
 
 
 def check_padding(value):

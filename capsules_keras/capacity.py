@@ -7,14 +7,16 @@ check_fits(plan, available_memory())         # ValueError if the batch won't fit
 ```
 
 The class-capsule kernel `W[i,j,n,m]` and the votes `u_hat[b,i,j,m]` grow
-with the number of primary capsules `i`, which grows with the image's area:
-`CapsNet((128, 128, 3), 4)` has 100,352 primary capsules and 107,690,752
-parameters. The planner counts from the layers' shapes (`compute_output_shape`),
-never from their weights, so an unbuilt `CapsuleBackbone` plans a model
-without allocating it:
+with the number of primary capsules `i`, which grows with the image's area
+at fixed strides: with the paper's, `CapsNet((128, 128, 3), 4)` has 100,352
+primary capsules and 107,690,752 parameters (its default strides keep the
+grid at most 12x12: 3,872 capsules, docs/guides/capacity.md). The planner
+counts from the layers' shapes (`compute_output_shape`), never from their
+weights, so an unbuilt `CapsuleBackbone` plans a model without allocating it:
 
 >>> from capsules_keras.models import capsnet_backbone
->>> plan = plan_capacity(capsnet_backbone((128, 128, 3), 4), batch_size=8)
+>>> paper = capsnet_backbone((128, 128, 3), 4, conv_strides=1, primary_strides=2)
+>>> plan = plan_capacity(paper, batch_size=8)
 >>> plan.parameters, plan.primary_capsules
 (107690752, 100352)
 
@@ -440,8 +442,8 @@ KNOBS = (
     "a smaller batch_size",
     "a smaller image_shape (the primary capsules grow with the image's area)",
     "fewer capsule types (primary_capsules=16 halves the primary capsules)",
-    "a larger PrimaryCaps stride (2 -> 4 quarters them; CapsNetEncoder's is 2, "
-    "so this needs an encoder of one's own)",
+    "a larger primary_strides (2 -> 4 quarters them; CapsNet's default keeps "
+    "the grid at most 12x12)",
     "fewer classes or a smaller digit_dim (the votes are in_capsules x "
     "num_classes x digit_dim)",
 )
