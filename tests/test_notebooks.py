@@ -182,6 +182,21 @@ def test_outputs_are_stored(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
+def test_headings_have_no_inline_code(path):
+    """The docs site's table of contents drops inline code from a heading."""
+    headings = [
+        line
+        for cell in read(path).cells
+        if cell.cell_type == "markdown"
+        for line in re.sub(r"```.*?```", "", cell.source, flags=re.DOTALL).splitlines()
+        if line.startswith("#") and "`" in line
+    ]
+    assert not headings, (
+        f"{path.name}: write these headings without backticks: {headings}"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
 def test_notebook_uses_the_package(path):
     cells = code_cells(read(path))
     sources = [python_source(cell) for cell in cells]
