@@ -6,7 +6,8 @@ Serves the site on a free local port, opens the home page, a notebook page
 and an API page, saves a screenshot of each, and exits non-zero when a page
 has a JavaScript error, a console error or a failed request, an image that
 did not load (`naturalWidth == 0`), no title or no heading, or (on the
-notebook page) equations that MathJax did not typeset.
+notebook page) equations that MathJax did not typeset or cell tags (the
+test suite's nbval markers) shown above the code.
 """
 
 import argparse
@@ -32,6 +33,8 @@ BROKEN_IMAGES = """() => Array.from(document.images)
     .map(image => image.src.slice(0, 80))"""
 MATH_DONE = """() => window.MathJax && MathJax.Hub && MathJax.Hub.queue
     && MathJax.Hub.queue.pending === 0 && MathJax.Hub.queue.running === 0"""
+VISIBLE_CELL_TAGS = """() => Array.from(document.querySelectorAll(".cell-tag"))
+    .filter(tag => tag.offsetParent !== null).map(tag => tag.textContent)"""
 TYPESET = """() => ({
     typeset: document.querySelectorAll(".MathJax_CHTML").length,
     errors: document.querySelectorAll(".MathJax_Error, .mjx-merror").length,
@@ -83,6 +86,9 @@ def check_page(browser, url, needs_math, screenshot):
         math = page.evaluate(TYPESET)
         if math["typeset"] == 0 or math["errors"]:
             problems.append(f"equations not typeset: {math}")
+    tags = page.evaluate(VISIBLE_CELL_TAGS)
+    if tags:
+        problems.append(f"cell tags shown to the reader: {sorted(set(tags))}")
     broken = page.evaluate(BROKEN_IMAGES)
     if broken:
         problems.append(f"images that did not load: {broken}")
