@@ -9,10 +9,12 @@ version nbconvert's notebook template configures), fetched once by
 typeset their equations without a network.
 """
 
+import posixpath
 import re
 import shutil
 from pathlib import Path
 
+from markdown.extensions.toc import slugify
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +26,17 @@ MATHJAX_PARTS = ("MathJax.js", "config", "extensions", "jax", "fonts/HTML-CSS/Te
 
 #: A Markdown link's target: `](target)` or `](target#anchor)`.
 LINK = re.compile(r"\]\(([^)\s#]+)(#[^)\s]*)?\)")
+#: A link in a rendered notebook to a page beside it: `href="02_x.ipynb#Data"`.
+NOTEBOOK_LINK = re.compile(r'href="([\w.-]+\.(?:ipynb|md))(#[^"]*)?"')
+
+
+def site_anchor(anchor):
+    """A Jupyter heading anchor as the site's: `#Against-a-CNN` -> `#against-a-cnn`.
+
+    Jupyter (and GitHub) keep a heading's case and punctuation and write its
+    spaces as dashes; the site's table of contents slugifies the heading.
+    """
+    return "#" + slugify(anchor.lstrip("#").replace("-", " "), "-") if anchor else ""
 
 
 def on_files(files, config):
@@ -41,6 +54,13 @@ def on_page_markdown(markdown, page, config, files):
     page_dir = (Path(config["docs_dir"]) / page.file.src_uri).parent
 
     def repository_link(match):
+        # A page of the site (a notebook, through the link docs/tutorial): its
+        # heading anchors written as the site writes them.
+        source = posixpath.normpath(
+            posixpath.join(posixpath.dirname(page.file.src_uri), match.group(1))
+        )
+        if files.get_file_from_path(source) is not None:
+            return f"]({match.group(1)}{site_anchor(match.group(2))})"
         target = (page_dir / match.group(1)).resolve()
         inside_docs = target.is_relative_to(Path(config["docs_dir"]).resolve())
         if inside_docs or not target.exists() or not target.is_relative_to(ROOT):
@@ -52,6 +72,27 @@ def on_page_markdown(markdown, page, config, files):
         return f"]({url})"
 
     return LINK.sub(repository_link, markdown)
+
+
+def on_page_content(html, page, config, files):
+    """A notebook's links to the notebooks and pages beside it, as site links.
+
+    mkdocs-jupyter renders a notebook's markdown itself, so MkDocs does not
+    rewrite its links: `02_train_on_mnist.ipynb#Data` would point at a file
+    the site does not serve.
+    """
+    if not page.file.src_uri.endswith(".ipynb"):
+        return html
+    folder = posixpath.dirname(page.file.src_uri)
+
+    def site_link(match):
+        page_file = files.get_file_from_path(posixpath.join(folder, match.group(1)))
+        if page_file is None:
+            return match.group(0)
+        url = page_file.url_relative_to(page.file)
+        return f'href="{url}{site_anchor(match.group(2))}"'
+
+    return NOTEBOOK_LINK.sub(site_link, html)
 
 
 def on_post_build(config):

@@ -130,3 +130,24 @@ def test_prose_quotes_only_printed_numbers(path):
         f"sets (markdown cell index, number): {unprinted}. Quote what the "
         "stored outputs print, or print the number in a cell."
     )
+
+
+def table_rows(markdown):
+    return [line for line in markdown.splitlines() if line.startswith("|")]
+
+
+def test_the_readme_carries_the_tutorials_scoreboard():
+    root = Path(__file__).resolve().parents[1]
+    scoreboard = table_rows((root / "notebooks" / "scoreboard.md").read_text())
+    readme = (root / "README.md").read_text()
+    section = readme.split("## The papers' claims, measured", 1)[-1].split("\n## ")[0]
+    # The README links the same cells from the repository's root.
+    as_in_readme = [
+        re.sub(r"\]\((0\d_|statistics\.md)", r"](notebooks/\1", row)
+        for row in scoreboard
+    ]
+    assert scoreboard, "notebooks/scoreboard.md has no table"
+    assert table_rows(section) == as_in_readme, (
+        "The README's table under 'The papers' claims, measured' differs from "
+        "notebooks/scoreboard.md: copy the table over (links from the root)."
+    )
