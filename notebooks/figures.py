@@ -17,6 +17,10 @@ By notebook:
     05  plot_pair_construction, plot_overlap_histogram, plot_pair_routing
     06  plot_seed_spread
     07  plot_transform_sweep, plot_roc_curves, plot_grouped_intervals
+    09  rank_dimensions, plot_dimension_perturbations (with 03)
+
+The capsule dimensions' mosaics and the explorer that nudges them by hand
+are in dimensions.py.
 """
 
 import numpy as np
