@@ -142,9 +142,15 @@ lab: $(VENV)/.lab-installed
 	$(BIN)/jupyter lab $(LAB_ARGS) notebooks
 
 # `make lab` as its user meets it, headless: the server on a free port lists
-# the notebooks and runs `import capsules_keras` in a notebook's kernel.
-lab-check: $(VENV)/.lab-installed
-	$(BIN)/python tools/check_lab.py --jupyter $(BIN)/jupyter -- $(LAB_ARGS)
+# the notebooks and runs `import capsules_keras` in a notebook's kernel; then
+# headless Chromium (as for docs-check) runs notebook 09 in JupyterLab, moves
+# a slider of its capsule explorer and checks that the redrawing changes
+# (the page: lab-check/explorer.png).
+lab-check: $(VENV)/.lab-installed $(VENV)/.docs-installed
+	@test -n "$(CHROMIUM)" || { echo "lab-check needs Chromium: apt-get install chromium"; exit 1; }
+	CAPSULES_KERAS_MNIST="$(TEST_MNIST)" $(BIN)/python tools/check_lab.py \
+		--jupyter $(BIN)/jupyter --browser "$(CHROMIUM)" \
+		--screenshot lab-check/explorer.png -- $(LAB_ARGS)
 
 $(VENV)/.lab-installed: $(VENV)/.installed
 	@$(BIN)/python -c "import jupyterlab" 2>/dev/null || \

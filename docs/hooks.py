@@ -1,5 +1,7 @@
-"""MkDocs hooks: the changelog, links into the repository, and MathJax.
+"""MkDocs hooks: the changelog, links into the repository, MathJax, widgets.
 
+A widget output (notebook 09's capsule explorer) cannot run on a static
+page: where its display data holds a still PNG too, the page shows that.
 The notebooks stay in `notebooks/` (nbval executes them there); the site
 reads them through the link `docs/tutorial` and mkdocs-jupyter renders them
 from their stored outputs. `CHANGELOG.md` becomes `changelog.md`. Links to
@@ -9,6 +11,7 @@ version nbconvert's notebook template configures), fetched once by
 typeset their equations without a network.
 """
 
+import json
 import posixpath
 import re
 import shutil
@@ -28,6 +31,21 @@ MATHJAX_PARTS = ("MathJax.js", "config", "extensions", "jax", "fonts/HTML-CSS/Te
 LINK = re.compile(r"\]\(([^)\s#]+)(#[^)\s]*)?\)")
 #: A link in a rendered notebook to a page beside it: `href="02_x.ipynb#Data"`.
 NOTEBOOK_LINK = re.compile(r'href="([\w.-]+\.(?:ipynb|md))(#[^"]*)?"')
+#: A widget's output as mkdocs-jupyter renders it: a div whose script names
+#: the widget's model (its state is not on the page, so nothing is drawn).
+WIDGET_OUTPUT = re.compile(
+    r'<div class="jupyter-widgets jp-OutputArea-output"[^>]*>\s*'
+    r'<script type="text/javascript">.*?</script>\s*'
+    r'<script type="application/vnd.jupyter.widget-view\+json">\s*(\{.*?\})\s*'
+    r"</script>\s*</div>",
+    re.DOTALL,
+)
+#: The loader mkdocs-jupyter adds to a page with widgets: it fetches the widget
+#: renderer from a CDN, which a page of stills does not need.
+WIDGET_LOADER = re.compile(
+    r"<script>\s*\(function\(\) \{\s*function addWidgetsRenderer\(\).*?</script>",
+    re.DOTALL,
+)
 
 
 def site_anchor(anchor):
@@ -74,6 +92,32 @@ def on_page_markdown(markdown, page, config, files):
     return LINK.sub(repository_link, markdown)
 
 
+def widget_stills(html, notebook):
+    """A notebook page's widget outputs replaced by their still PNG, if stored."""
+    stills = {}
+    for cell in json.loads(notebook.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            view = data.get("application/vnd.jupyter.widget-view+json")
+            if view and "image/png" in data:
+                stills[view["model_id"]] = data["image/png"]
+
+    def still(match):
+        png = stills.get(json.loads(match.group(1))["model_id"])
+        if png is None:
+            return match.group(0)
+        return (
+            '<div class="jp-RenderedImage jp-OutputArea-output">'
+            f'<img src="data:image/png;base64,{png.strip()}" alt="a still of the '
+            'widget, which needs a running notebook"></div>'
+        )
+
+    html = WIDGET_OUTPUT.sub(still, html)
+    if not WIDGET_OUTPUT.search(html):
+        html = WIDGET_LOADER.sub("", html)
+    return html
+
+
 def on_page_content(html, page, config, files):
     """A notebook's links to the notebooks and pages beside it, as site links.
 
@@ -83,6 +127,7 @@ def on_page_content(html, page, config, files):
     """
     if not page.file.src_uri.endswith(".ipynb"):
         return html
+    html = widget_stills(html, Path(page.file.abs_src_path))
     folder = posixpath.dirname(page.file.src_uri)
 
     def site_link(match):

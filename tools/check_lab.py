@@ -1,21 +1,30 @@
 """Starts Jupyter Lab on the notebooks as `make lab` does, and checks it serves them.
 
-    python tools/check_lab.py --jupyter .venv/bin/jupyter [-- LAB_ARGS...]
+    python tools/check_lab.py --jupyter .venv/bin/jupyter \
+        [--browser /usr/bin/chromium --screenshot lab-check/explorer.png] \
+        [-- LAB_ARGS...]
 
 Runs `jupyter lab LAB_ARGS notebooks` headless on a free port (with a token
 of its own), then, through the server's REST API, lists the notebooks,
 opens a session on the first one, runs `import capsules_keras` in its
-kernel and checks that the kernel runs in the project's environment; shuts the server
-down in any case. Exits non-zero, saying why, when any step fails (for
+kernel and checks that the kernel runs in the project's environment. With
+`--browser`, it then does what a reader of notebook 09 does, in headless
+Chromium: opens the notebook in JupyterLab, runs all its cells, moves a
+slider of the capsule explorer with the keyboard and checks that the
+redrawing changes (a screenshot shows the result). It shuts the server down
+in any case, and exits non-zero, saying why, when any step fails (for
 example Jupyter's refusal to run as root without `--allow-root`).
 """
 
 import argparse
 import json
+import os
+import re
 import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +36,18 @@ from jupyter_core.paths import jupyter_runtime_dir
 START_TIMEOUT_S = 60
 KERNEL_TIMEOUT_S = 60
 PROBE = "import sys, capsules_keras; print(sys.prefix)"
+#: The notebook whose widgets the browser moves, and how long its cells may take.
+EXPLORER_NOTEBOOK = "09_explore_by_hand.ipynb"
+RUN_ALL_TIMEOUT_MS = 120_000
+REDRAW_TIMEOUT_MS = 60_000
+#: JupyterLab settings of the check's own: no autosave, so that the notebook run
+#: in the browser is never written back over the stored one; no news prompt.
+LAB_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false"
+    },
+}
 
 
 def free_port():
@@ -96,7 +117,59 @@ def run_in_kernel(kernel_id, code):
     return "".join(output).strip()
 
 
-def check(jupyter, lab_args, notebooks):
+def move_a_slider(url, token, browser, screenshot):
+    """Runs notebook 09 in JupyterLab and moves a slider of its explorer.
+
+    Returns what the reader would see: the picture's source before and after
+    the slider moved (an ipywidgets Image is a blob URL, a new one for every
+    new picture).
+    """
+    from playwright.sync_api import Error, sync_playwright  # the docs extra's
+
+    try:
+        return _move_a_slider(url, token, browser, screenshot, sync_playwright)
+    except Error as error:  # a timeout among them: say which step
+        raise RuntimeError(f"{EXPLORER_NOTEBOOK} in the browser: {error}") from None
+
+
+def _move_a_slider(url, token, browser, screenshot, sync_playwright):
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=browser)
+        page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{url}/lab/tree/{EXPLORER_NOTEBOOK}?token={token}")
+            page.locator(".jp-Notebook").first.wait_for(timeout=START_TIMEOUT_S * 1000)
+            # Cells run before the kernel is ready can be dropped: wait for it.
+            page.get_by_text(re.compile(r"\| Idle$")).first.wait_for(
+                timeout=KERNEL_TIMEOUT_S * 1000
+            )
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            # JupyterLab skips drawing the cells out of view: wait for the
+            # picture to exist, then bring it into view.
+            picture = page.locator(".widget-image").first
+            picture.wait_for(state="attached", timeout=RUN_ALL_TIMEOUT_MS)
+            picture.scroll_into_view_if_needed()
+            before = picture.get_attribute("src")
+            handle = page.locator(".widget-slider .noUi-handle").first
+            handle.scroll_into_view_if_needed()
+            handle.focus()
+            for _ in range(4):  # +0.05 a press: dimension 0 to +0.20
+                handle.press("ArrowRight")
+            page.wait_for_function(
+                "before => document.querySelector('.widget-image').src !== before",
+                arg=before,
+                timeout=REDRAW_TIMEOUT_MS,
+            )
+            return before, picture.get_attribute("src")
+        finally:  # what the page showed, whether or not the check passed
+            if screenshot is not None:
+                screenshot.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(screenshot))
+            chromium.close()
+
+
+def check(jupyter, lab_args, notebooks, browser=None, screenshot=None):
     port, token = free_port(), secrets.token_hex(16)
     command = [
         jupyter,
@@ -107,8 +180,17 @@ def check(jupyter, lab_args, notebooks):
         f"--IdentityProvider.token={token}",
         str(notebooks),
     ]
+    settings = tempfile.TemporaryDirectory()
+    for name, values in LAB_SETTINGS.items():
+        path = Path(settings.name, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "JUPYTERLAB_SETTINGS_DIR": settings.name},
     )
     server = Server(f"http://127.0.0.1:{port}", token)
     try:
@@ -141,22 +223,39 @@ def check(jupyter, lab_args, notebooks):
                 f"the kernel runs in {prefix}, not in the project's {environment}"
             )
         print(f"{listed[0]}: import capsules_keras in the kernel, in {prefix}")
+        if browser is not None:
+            before, after = move_a_slider(server.url, token, browser, screenshot)
+            print(
+                f"{EXPLORER_NOTEBOOK}: run in JupyterLab; a slider moved, the "
+                f"redrawing changed ({before[:30]}... -> {after[:30]}...)"
+            )
     finally:
         process.terminate()
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
+        settings.cleanup()
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jupyter", required=True, help="the jupyter executable")
     parser.add_argument("--notebooks", type=Path, default=Path("notebooks"))
+    parser.add_argument(
+        "--browser", help="Chromium's executable: also move notebook 09's sliders"
+    )
+    parser.add_argument("--screenshot", type=Path, help="where to save that page")
     parser.add_argument("lab_args", nargs="*", help="`make lab`'s arguments")
     args = parser.parse_args(argv)
     try:
-        check(args.jupyter, args.lab_args, args.notebooks.resolve())
+        check(
+            args.jupyter,
+            args.lab_args,
+            args.notebooks.resolve(),
+            args.browser,
+            args.screenshot,
+        )
     except (RuntimeError, urllib.error.URLError, KeyError) as error:
         print(f"lab check failed: {error}", file=sys.stderr)
         return 1
