@@ -788,6 +788,9 @@ def pca_2d(features):
 def plot_capsule_pca(features, labels):
     """2-D PCA projection of capsule features, coloured by class.
 
+    The points are drawn in a random order and each class's mean is marked
+    with its digit, so that a class in the middle of the crowd stays visible.
+
     Args:
         features: `(n, d)` features, e.g. flattened digit capsules.
         labels: `(n,)` integer classes.
@@ -799,9 +802,23 @@ def plot_capsule_pca(features, labels):
     projected, explained = pca_2d(features)
     fig = Figure(figsize=(5.5, 4.5), layout="constrained")
     ax = fig.subplots()
+    # Drawn in a random order, so that no class hides under the ones drawn
+    # after it; each class's mean is marked with its digit.
+    order = np.random.default_rng(0).permutation(len(labels))
+    colors = np.array([f"C{label % 10}" for label in labels])
+    ax.scatter(*projected[order].T, s=4, c=colors[order], alpha=0.5, linewidths=0)
     for label in np.unique(labels):
-        rows = labels == label
-        ax.scatter(*projected[rows].T, s=6, color=f"C{label % 10}", label=str(label))
+        centre = projected[labels == label].mean(axis=0)
+        ax.scatter(*centre, s=14, color=f"C{label % 10}", label=str(label))
+        ax.annotate(
+            str(label),
+            centre,
+            fontsize=11,
+            fontweight="bold",
+            ha="center",
+            va="center",
+            bbox={"boxstyle": "circle,pad=0.15", "fc": "white", "ec": f"C{label % 10}"},
+        )
     ax.set_xlabel(f"PC 1 ({explained[0]:.0%} of the variance)")
     ax.set_ylabel(f"PC 2 ({explained[1]:.0%} of the variance)")
     ax.legend(title="class", fontsize=7, markerscale=2, loc="best")
