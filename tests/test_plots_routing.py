@@ -77,7 +77,12 @@ def test_capsule_pca_figure():
     features = rng.normal(size=(60, 8)) + labels[:, None]
     fig = figures.plot_capsule_pca(features, labels)
     (ax,) = fig.axes
-    assert len(ax.collections) == 3  # one scatter per class
+    points, *means = ax.collections  # every point, then one mean per class
+    assert len(points.get_offsets()) == 60 and len(means) == 3
+    # Drawn mixed, so that the last class drawn does not cover the others.
+    last_drawn = {tuple(colour) for colour in points.get_facecolors()[-20:]}
+    assert len(last_drawn) > 1
+    assert [text.get_text() for text in ax.texts] == ["0", "1", "2"]
     assert ax.get_xlabel().startswith("PC 1")
 
 
