@@ -129,7 +129,11 @@ def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
     callbacks = [
         # The log goes first: see EpochLog.on_epoch_end.
         EpochLog(history_path),
-        keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup")),
+        # Two backups: a run killed while it writes one (its file truncated)
+        # resumes from the one before.
+        keras.callbacks.BackupAndRestore(
+            os.path.join(run_dir, "backup"), double_checkpoint=True
+        ),
         *(make() for make in choice.callbacks),
     ]
     validation_data = None
