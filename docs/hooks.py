@@ -119,11 +119,12 @@ def widget_stills(html, notebook):
 
 
 def on_page_content(html, page, config, files):
-    """A notebook's links to the notebooks and pages beside it, as site links.
+    """A notebook page as the site serves it: widget stills, and site links.
 
+    Its widget outputs become their stored stills (`widget_stills`). And
     mkdocs-jupyter renders a notebook's markdown itself, so MkDocs does not
     rewrite its links: `02_train_on_mnist.ipynb#Data` would point at a file
-    the site does not serve.
+    the site does not serve; they become links to the pages beside it.
     """
     if not page.file.src_uri.endswith(".ipynb"):
         return html
