@@ -1187,11 +1187,12 @@ def plot_roc_curves(panels):
 
     Returns:
         A Figure with one axis per task; each curve's legend entry gives
-        its AUROC.
+        its AUROC, in a legend below the axis, where it covers no curve.
     """
     if not panels or not all(panels.values()):
         raise ValueError(f"`panels` must name tasks with scores. Received: {panels}")
-    fig = Figure(figsize=(3.4 * len(panels), 3.4), layout="constrained")
+    rows = max(len(scores) for scores in panels.values())
+    fig = Figure(figsize=(3.4 * len(panels), 3.6 + 0.16 * rows), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (title, scores) in zip(axes, panels.items(), strict=True):
         for name, (positive, negative) in scores.items():
@@ -1201,7 +1202,14 @@ def plot_roc_curves(panels):
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("false-positive rate")
         ax.set_aspect("equal")
-        ax.legend(fontsize=7, title="AUROC", title_fontsize=7, loc="lower right")
+        ax.legend(
+            fontsize=7,
+            title="AUROC",
+            title_fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            frameon=False,
+        )
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("true-positive rate")
     return fig

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
-from capsules_keras.diagnostics import mcnemar
+from capsules_keras.diagnostics import mcnemar, paired_difference
 
 # The analyses that notebook 07 alone uses live beside the notebooks.
 sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
@@ -137,6 +137,35 @@ def test_mcnemar_counts_the_images_one_model_alone_gets_right():
     assert mcnemar(many, fewer) == (30, 0, 2.0**-29)
     with pytest.raises(ValueError, match="int64"):
         mcnemar(np.ones(3, int), np.ones(3, bool))
+
+
+def test_paired_difference_is_the_mean_per_image_difference_with_its_interval():
+    a, b = RNG.random(500) < 0.9, RNG.random(500) < 0.8
+    per_image = a.astype(float) - b  # -1, 0 or +1 for each image
+    difference, low, high = paired_difference(a, b)
+    assert difference == pytest.approx(per_image.mean())
+    # The normal interval of a mean, from the per-image differences' spread.
+    spread = 1.959964 * per_image.std() / np.sqrt(len(per_image))
+    assert (low, high) == pytest.approx((difference - spread, difference + spread))
+    assert paired_difference(a, a) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="0 images"):
+        paired_difference(np.ones(0, bool), np.ones(0, bool))
+    with pytest.raises(ValueError, match="float64"):
+        paired_difference(np.ones(3), np.ones(3, bool))
+
+
+def test_paired_difference_covers_the_true_difference_95_times_in_100():
+    # Two correlated models (A right wherever B is, and on 3% more of the
+    # images), 2,000 test sets of 1,000 images: the true difference is 0.03.
+    rng = np.random.default_rng(1)
+    draws = rng.random((2_000, 1_000))
+    covered = [
+        low <= 0.03 <= high
+        for low, high in (
+            paired_difference(row < 0.93, row < 0.90)[1:] for row in draws
+        )
+    ]
+    assert 0.93 <= np.mean(covered) <= 0.97
 
 
 def test_pixel_correlation_matches_numpy_image_by_image():

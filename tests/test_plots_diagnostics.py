@@ -77,6 +77,10 @@ def test_roc_curves_one_axis_per_task_with_each_auroc():
     assert labels == ["error: 0.833", "CNN: 0.167"]
     assert first.get_title() == "Fashion-MNIST vs MNIST"
     assert len(second.get_lines()) == 2  # the curve and the diagonal of chance
+    # Each legend lies below its axis, where it covers no curve.
+    fig.draw_without_rendering()
+    for ax in (first, second):
+        assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
     with pytest.raises(ValueError, match="Received"):
         figures.plot_roc_curves({})
 

@@ -9,6 +9,7 @@ from conftest import REPO_ROOT
 from matplotlib.figure import Figure
 
 from capsules_keras.data.multi_mnist import overlay_pairs
+from capsules_keras.plots import plot_overlapping_digits
 
 # The figures that one notebook each draws live beside the notebooks.
 sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
@@ -51,6 +52,23 @@ def test_pair_construction_shows_digits_placements_and_boxes(tmp_path):
     assert len(fig.axes[5].patches) == 1
     with pytest.raises(ValueError, match="Received: 0"):
         figures.plot_pair_construction(digits[:0], placed[:0], images[:0], labels[:0])
+
+
+def test_overlapping_digits_titles_say_which_capsules_were_decoded():
+    _, placed, images, labels, _ = _pairs(2)
+    read = np.array([labels[0][::-1], [labels[1][0], 9]])  # the second misread
+    fig = plot_overlapping_digits(images, placed, labels, read)
+    bottom = fig.axes[2:]
+    assert [ax.get_title() for ax in bottom] == ["R: 2, 0", "R: 1, 9"]
+    assert bottom[1].title.get_color() == "tab:red"
+    assert bottom[0].title.get_color() != "tab:red"
+    # From the true classes: no "R:" that could pass for classes read.
+    fig = plot_overlapping_digits(images, placed, labels)
+    assert [ax.get_title() for ax in fig.axes[2:]] == ["", ""]
+    assert "true" in fig.axes[2].get_ylabel() and "true" in fig.get_suptitle()
+    assert fig.axes[0].get_title() == "L: 0, 2"
+    with pytest.raises(ValueError, match="Received: 0"):
+        plot_overlapping_digits(images[:0], placed[:0], labels[:0])
 
 
 def test_overlap_histogram_marks_mean_and_median():

@@ -26,7 +26,7 @@ def overlay_colors(reconstructions, colors=((1.0, 0.2, 0.2), (0.2, 0.9, 0.2))):
     return np.clip(rgb, 0, 1)
 
 
-def plot_overlapping_digits(images, reconstructions, labels, predictions):
+def plot_overlapping_digits(images, reconstructions, labels, predictions=None):
     """Overlapping digits above their per-digit reconstructions (paper, Fig. 5).
 
     Args:
@@ -35,12 +35,16 @@ def plot_overlapping_digits(images, reconstructions, labels, predictions):
             its own capsule (the two longest capsules, or the true ones).
         labels: `(n, 2)` true classes.
         predictions: `(n, 2)` predicted classes, in the order of
-            `reconstructions` (red: the first, green: the second).
+            `reconstructions` (red: the first, green: the second); None when
+            the reconstructions come from the capsules of the true classes,
+            in the order of `labels`.
 
     Returns:
         A Figure with `2 * n` axes: inputs titled "L: a, b" (labels) above the
-        two reconstructions in red and green titled "R: c, d"; a title in red
-        marks a pair whose predicted set differs from the true one.
+        two reconstructions in red and green, titled "R: c, d" (the classes
+        read, their capsules decoded; a title in red marks a pair whose
+        predicted set differs from the true one), or, without predictions,
+        untitled and labelled as decoded from the true classes.
     """
     n = len(images)
     if n == 0:
@@ -50,12 +54,19 @@ def plot_overlapping_digits(images, reconstructions, labels, predictions):
     axes = fig.subplots(2, n, squeeze=False)
     for k in range(n):
         true = sorted(int(c) for c in labels[k])
-        predicted = [int(c) for c in predictions[k]]
         _image(axes[0, k], images[k], "L: " + ", ".join(map(str, true)))
+        if predictions is None:
+            _image(axes[1, k], coloured[k])
+            continue
+        predicted = [int(c) for c in predictions[k]]
         _image(axes[1, k], coloured[k], "R: " + ", ".join(map(str, predicted)))
         if sorted(predicted) != true:
             axes[1, k].title.set_color("tab:red")
     axes[0, 0].set_ylabel("input")
-    axes[1, 0].set_ylabel("reconstructions")
-    fig.suptitle("Each digit reconstructed from its own capsule (red, green)")
+    if predictions is None:
+        axes[1, 0].set_ylabel("from the true\nclasses")
+        fig.suptitle("Each digit reconstructed from the capsule of its true class")
+    else:
+        axes[1, 0].set_ylabel("reconstructions")
+        fig.suptitle("Each digit reconstructed from its own capsule (red, green)")
     return fig
