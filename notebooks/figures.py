@@ -26,6 +26,7 @@ are in dimensions.py.
 import numpy as np
 from analysis import auroc, roc_curve  # notebooks/analysis.py, beside this file
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from matplotlib.path import Path
 
@@ -49,7 +50,7 @@ def _poses(name, poses):
     return poses
 
 
-def plot_pose_votes(panels, arrow=1.0):
+def plot_pose_votes(panels, arrow=1.0, part_names=None):
     """Parts, and the pose of the whole each part votes for, side by side.
 
     Args:
@@ -57,6 +58,8 @@ def plot_pose_votes(panels, arrow=1.0):
             homogeneous 2-D poses (a rotation and a translation) of the `k`
             parts, and of the whole as each part predicts it.
         arrow: Length of the arrows that show the orientations.
+        part_names: Optional names of the `k` parts, in their order: a legend
+            below the panels keys each colour to its part.
 
     Returns:
         A Figure with one axis per panel: each part as a solid arrow at its
@@ -102,6 +105,19 @@ def plot_pose_votes(panels, arrow=1.0):
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("solid o: parts, dashed square: their votes", fontsize=8)
+    if part_names is not None:
+        if len(part_names) != len(colors):
+            raise ValueError(
+                f"`part_names` must name the {len(colors)} parts. "
+                f"Received: {list(part_names)}"
+            )
+        keys = [
+            Line2D([], [], color=color, marker="o", linewidth=1.6, label=name)
+            for color, name in zip(colors, part_names, strict=True)
+        ]
+        fig.legend(
+            handles=keys, loc="outside lower center", ncols=len(keys), fontsize=8
+        )
     return fig
 
 

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import REPO_ROOT
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from capsules_keras import plots
@@ -118,6 +119,17 @@ def test_pose_votes_one_axis_per_panel_with_an_arrow_per_part_and_vote():
     np.testing.assert_allclose(
         np.subtract(end, start), [np.cos(0.1745), np.sin(0.1745)], atol=1e-3
     )
+    assert not fig.legends  # no names, no key
+    # Named parts: one key below the panels, each name in its part's colour.
+    names = ["left eye", "right eye", "mouth"]
+    fig = figures.plot_pose_votes({"face": (parts, votes)}, part_names=names)
+    (legend,) = fig.legends
+    assert [text.get_text() for text in legend.get_texts()] == names
+    arrows = [text.arrow_patch.get_edgecolor() for text in fig.axes[0].texts[::2]]
+    keys = [line.get_color() for line in legend.get_lines()]
+    assert [to_hex(c) for c in arrows] == [to_hex(c) for c in keys]
+    with pytest.raises(ValueError, match="Received: \\['mouth'\\]"):
+        figures.plot_pose_votes({"face": (parts, votes)}, part_names=["mouth"])
 
 
 @pytest.mark.parametrize(
