@@ -15,15 +15,17 @@ import math
 import numpy as np
 
 
-def _right_pair(right_a, right_b):
-    """Both arrays of booleans, checked to be of one shape."""
+def _discordant(right_a, right_b):
+    """`(a_only, b_only, n)`: images only A gets right, only B, and all of them."""
     right_a, right_b = np.asarray(right_a), np.asarray(right_b)
     if right_a.dtype != bool or right_b.dtype != bool or right_a.shape != right_b.shape:
         raise ValueError(
             "`right_a` and `right_b` must be boolean arrays of one shape. Received: "
             f"{right_a.dtype} {right_a.shape} and {right_b.dtype} {right_b.shape}"
         )
-    return right_a, right_b
+    a_only = int(np.sum(right_a & ~right_b))
+    b_only = int(np.sum(right_b & ~right_a))
+    return a_only, b_only, right_a.size
 
 
 def mcnemar(right_a, right_b):
@@ -49,9 +51,7 @@ def mcnemar(right_a, right_b):
     >>> mcnemar([True] * 9 + [False], [False] * 9 + [True])
     (9, 1, 0.021484375)
     """
-    right_a, right_b = _right_pair(right_a, right_b)
-    a_only = int(np.sum(right_a & ~right_b))
-    b_only = int(np.sum(right_b & ~right_a))
+    a_only, b_only, _ = _discordant(right_a, right_b)
     n = a_only + b_only
     tail = sum(math.comb(n, k) for k in range(min(a_only, b_only) + 1))
     return a_only, b_only, min(1.0, 2 * tail / 2**n)
@@ -87,14 +87,11 @@ def paired_difference(right_a, right_b, z=1.959964):
     >>> [round(v, 4) for v in paired_difference(right_a, right_b)]
     [0.1, 0.0412, 0.1588]
     """
-    right_a, right_b = _right_pair(right_a, right_b)
-    if right_a.size == 0 or not z > 0:
+    a_only, b_only, n = _discordant(right_a, right_b)
+    if n == 0 or not z > 0:
         raise ValueError(
-            f"Needs images and a positive `z`. Received: {right_a.size} images, z={z}"
+            f"Needs images and a positive `z`. Received: {n} images, z={z}"
         )
-    n = right_a.size
-    a_only = int(np.sum(right_a & ~right_b))
-    b_only = int(np.sum(right_b & ~right_a))
     difference = (a_only - b_only) / n
     spread = z * math.sqrt(a_only + b_only - (a_only - b_only) ** 2 / n) / n
     return difference, difference - spread, difference + spread
