@@ -1079,7 +1079,7 @@ def plot_pair_routing(
 # Notebook 06: does routing matter?
 
 
-def plot_seed_spread(results, ylabel="test accuracy", title=None):
+def plot_seed_spread(results, ylabel="test accuracy", title=None, seeds=None):
     """One value per seed for each of several models, with mean and range.
 
     Args:
@@ -1087,6 +1087,10 @@ def plot_seed_spread(results, ylabel="test accuracy", title=None):
             (e.g. test accuracies), in the order the x axis shows them.
         ylabel: The name of the values.
         title: Optional title of the axis.
+        seeds: Optional names of the seeds, when every model has a value for
+            each, in the same order: each seed's values are then joined by a
+            line across the models, in a colour of their own, and keyed below
+            the axis, so that a paired comparison can be read off the figure.
 
     Returns:
         A Figure with one axis: per model, a dot per seed, a bar from the
@@ -1094,13 +1098,32 @@ def plot_seed_spread(results, ylabel="test accuracy", title=None):
     """
     if not results:
         raise ValueError(f"`results` must name at least one model. Received: {results}")
-    fig = Figure(figsize=(1.3 * len(results) + 1.5, 3.2), layout="constrained")
+    values = [np.asarray(v, dtype=float).ravel() for v in results.values()]
+    if seeds is not None and any(len(v) != len(seeds) for v in values):
+        raise ValueError(
+            f"With `seeds`, every model needs one value per seed ({len(seeds)}). "
+            f"Received: {[len(v) for v in values]} values for {list(results)}"
+        )
+    fig = Figure(figsize=(1.3 * len(results) + 1.5, 3.4), layout="constrained")
     ax = fig.subplots()
-    for x, values in enumerate(results.values()):
-        values = np.asarray(values, dtype=float).ravel()
-        ax.vlines(x, values.min(), values.max(), color="tab:gray", linewidth=2)
-        ax.plot([x - 0.2, x + 0.2], [values.mean()] * 2, color="black")
-        ax.plot(np.full(len(values), x), values, "o", color="tab:blue", alpha=0.7)
+    for x, v in enumerate(values):
+        ax.vlines(x, v.min(), v.max(), color="tab:gray", linewidth=2)
+        ax.plot([x - 0.2, x + 0.2], [v.mean()] * 2, color="black")
+        if seeds is None:
+            ax.plot(np.full(len(v), x), v, "o", color="tab:blue", alpha=0.7)
+    if seeds is not None:
+        for k, seed in enumerate(seeds):
+            ax.plot(
+                range(len(values)),
+                [v[k] for v in values],
+                "-o",
+                alpha=0.7,
+                linewidth=1,
+                markersize=5,
+                color=f"C{k}",
+                label=f"seed {seed}",
+            )
+        fig.legend(loc="outside lower center", ncols=len(seeds), fontsize=8)
     ax.set_xticks(range(len(results)))
     ax.set_xticklabels(list(results), rotation=20, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)

@@ -55,9 +55,33 @@ def test_routing_iterations_figure():
     assert len(fig.axes) == 2
     assert [len(ax.lines) for ax in fig.axes] == [2, 2]
     assert fig.axes[1].get_ylabel() == "agreement"
+    # One legend for the figure, below the axes: the series are the same in each.
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "b"]
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    fig.canvas.draw()
+    bottom = min(ax.get_window_extent().y0 for ax in fig.axes)
+    assert legend.get_window_extent().y1 <= bottom
     fig = plots.plot_routing_iterations(iterations, {"agreement": single})
     (ax,) = fig.axes
-    assert len(ax.lines) == 1 and ax.get_legend() is None
+    assert len(ax.lines) == 1 and not fig.legends
+
+
+def test_routing_iterations_on_fixed_axes():
+    values = np.array([[0.9, np.nan], [0.95, np.nan], [1.0, np.nan]])
+    fig = plots.plot_routing_iterations(
+        [1, 2, 3],
+        {"plain": values, "weighted": values},
+        series=["x", "y"],
+        ylim=(0, 1.05),
+    )
+    assert [ax.get_ylim() for ax in fig.axes] == [(0, 1.05)] * 2
+    # A series of one pass (NaN after the first iteration) is drawn as one dot.
+    np.testing.assert_array_equal(fig.axes[0].lines[1].get_ydata()[1:], [np.nan] * 2)
+    with pytest.raises(ValueError, match="ylim"):
+        plots.plot_routing_iterations([1, 2, 3], {"plain": values}, ylim=(1, 0))
+    with pytest.raises(ValueError, match="series"):
+        plots.plot_routing_iterations([1, 2, 3], {"plain": values}, series=["x"])
 
 
 def test_pca_2d():

@@ -34,6 +34,30 @@ def test_seed_spread_figure(tmp_path):
     assert (tmp_path / "spread.png").stat().st_size > 1000
 
 
+def test_seed_spread_links_each_seed_across_the_models():
+    results = {
+        "none": [0.90, 0.93],
+        "dynamic, 3": [0.91, 0.94],
+        "inverted": [0.92, 0.92],
+    }
+    fig = figures.plot_seed_spread(results, seeds=(0, 1))
+    (ax,) = fig.axes
+    seed_lines = [line for line in ax.lines if line.get_label().startswith("seed")]
+    assert [line.get_label() for line in seed_lines] == ["seed 0", "seed 1"]
+    np.testing.assert_allclose(seed_lines[0].get_ydata(), [0.90, 0.91, 0.92])
+    np.testing.assert_allclose(seed_lines[1].get_ydata(), [0.93, 0.94, 0.92])
+    np.testing.assert_allclose(seed_lines[1].get_xdata(), [0, 1, 2])
+    assert seed_lines[0].get_color() != seed_lines[1].get_color()
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["seed 0", "seed 1"]
+    fig.canvas.draw()
+    assert legend.get_window_extent().y1 <= ax.get_window_extent().y0
+    with pytest.raises(ValueError, match="one value per seed"):
+        figures.plot_seed_spread(
+            {"none": [0.9], "dynamic, 3": [0.9, 0.8]}, seeds=(0, 1)
+        )
+
+
 def test_seed_spread_needs_results():
     with pytest.raises(ValueError, match="Received"):
         figures.plot_seed_spread({})

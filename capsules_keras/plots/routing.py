@@ -13,23 +13,38 @@ from capsules_keras._checks import check_positive_number
 from capsules_keras.plots._common import _image
 
 
-def plot_routing_iterations(iterations, metrics, series=None):
+def plot_routing_iterations(iterations, metrics, series=None, ylim=None):
     """Summaries of routing against the number of routing iterations.
 
     Args:
         iterations: The iteration counts, shape `(n,)`.
         metrics: A dict from an axis label to its values, shape `(n,)`, or
-            `(n, k)` for `k` series drawn on the same axis.
-        series: Optional names of the `k` series, for the legend.
+            `(n, k)` for `k` series drawn on the same axis (NaN where a
+            series has no value, e.g. a routing of one pass).
+        series: Optional names of the `k` series, for the legend: one for
+            the figure, below the axes, since every axis draws the same
+            series in the same colours.
+        ylim: Optional `(bottom, top)` of every axis, so that axes (and
+            figures) are read on one scale; by default each axis fits its
+            values.
 
     Returns:
         A Figure with one axis per metric.
     """
     iterations = list(iterations)
+    if ylim is not None and (len(ylim) != 2 or not ylim[0] < ylim[1]):
+        raise ValueError(
+            f"`ylim` must be (bottom, top), bottom < top. Received: {ylim=}"
+        )
     fig = Figure(figsize=(3.8 * len(metrics), 3), layout="constrained")
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     for ax, (label, values) in zip(axes, metrics.items(), strict=True):
         values = np.asarray(values, dtype=float).reshape(len(iterations), -1)
+        if series is not None and len(series) != values.shape[1]:
+            raise ValueError(
+                f"`series` must name each of the {values.shape[1]} series of "
+                f"{label!r}. Received: {series=}"
+            )
         for k in range(values.shape[1]):
             name = None if series is None else series[k]
             ax.plot(iterations, values[:, k], "-o", markersize=4, label=name)
@@ -37,8 +52,17 @@ def plot_routing_iterations(iterations, metrics, series=None):
         ax.set_xlabel("routing iterations")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-        if series is not None:
-            ax.legend(fontsize=7)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+    if series is not None:
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(
+            handles,
+            names,
+            loc="outside lower center",
+            ncols=min(len(names), 3),
+            fontsize=7,
+        )
     return fig
 
 
