@@ -1267,7 +1267,8 @@ def plot_grouped_intervals(groups, panels, xlabel, references=None):
 
     Returns:
         A Figure with one axis per panel; each series' points are joined
-        across the groups and carry their intervals as error bars.
+        across the groups and carry their intervals as error bars. A series
+        has one colour in every panel it appears in.
     """
     groups = [str(g) for g in groups]
     if not groups or not panels or not all(panels.values()):
@@ -1284,6 +1285,8 @@ def plot_grouped_intervals(groups, panels, xlabel, references=None):
     fig = Figure(figsize=(4.2 * len(panels), 3.4), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     positions = np.arange(len(groups))
+    names = list(dict.fromkeys(name for series in panels.values() for name in series))
+    colours = {name: f"C{k % 10}" for k, name in enumerate(names)}
     for ax, (quantity, series) in zip(axes, panels.items(), strict=True):
         offsets = np.linspace(-0.12, 0.12, len(series)) if len(series) > 1 else [0.0]
         for offset, (name, values) in zip(offsets, series.items(), strict=True):
@@ -1303,6 +1306,7 @@ def plot_grouped_intervals(groups, panels, xlabel, references=None):
                 fmt="-o",
                 markersize=4,
                 capsize=3,
+                color=colours[name],
                 label=name,
             )
         if quantity in references:

@@ -105,6 +105,15 @@ def test_grouped_intervals_one_axis_per_panel_with_bars_and_reference():
     assert sorted(labels) == ["chance", "redrawn"]
     (bars,) = [c for c in second.containers if hasattr(c, "lines")]
     np.testing.assert_allclose(bars.lines[0].get_ydata(), estimate)
+    # A series keeps its colour from panel to panel, whatever precedes it.
+    redrawn = panels["correlation"]["redrawn"]
+    panels = {"a": {"x": panels["correlation"]["overlay"], "redrawn": redrawn}}
+    panels["b"] = {"redrawn": redrawn}
+    axes = figures.plot_grouped_intervals(groups, panels, "overlap").get_axes()
+    first, second = (
+        [bars.lines[0].get_color() for bars in ax.containers] for ax in axes
+    )
+    assert first[1] == second[0] != first[0]
 
 
 @pytest.mark.parametrize(
