@@ -1268,7 +1268,8 @@ def plot_grouped_intervals(groups, panels, xlabel, references=None):
     Returns:
         A Figure with one axis per panel; each series' points are joined
         across the groups and carry their intervals as error bars. A series
-        has one colour in every panel it appears in.
+        has one colour in every panel it appears in; each panel's legend lies
+        below it.
     """
     groups = [str(g) for g in groups]
     if not groups or not panels or not all(panels.values()):
@@ -1282,7 +1283,7 @@ def plot_grouped_intervals(groups, panels, xlabel, references=None):
         raise ValueError(
             f"`references` names panels that are not in `panels`. Received: {unknown}"
         )
-    fig = Figure(figsize=(4.2 * len(panels), 3.4), layout="constrained")
+    fig = Figure(figsize=(4.2 * len(panels), 4.6), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     positions = np.arange(len(groups))
     names = list(dict.fromkeys(name for series in panels.values() for name in series))
@@ -1316,5 +1317,8 @@ def plot_grouped_intervals(groups, panels, xlabel, references=None):
         ax.set_xlabel(xlabel)
         ax.set_ylabel(quantity)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        # Below the axis, where it covers no point.
+        ax.legend(
+            fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False
+        )
     return fig

@@ -114,6 +114,11 @@ def test_grouped_intervals_one_axis_per_panel_with_bars_and_reference():
         [bars.lines[0].get_color() for bars in ax.containers] for ax in axes
     )
     assert first[1] == second[0] != first[0]
+    # Each legend lies below its axis, where it covers no point.
+    fig = figures.plot_grouped_intervals(groups, panels, "overlap")
+    fig.draw_without_rendering()
+    for ax in fig.get_axes():
+        assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
 
 
 @pytest.mark.parametrize(
