@@ -37,6 +37,9 @@ from capsules_keras.plots.multi_digit import overlay_colors
 from capsules_keras.plots.routing import coupling_maps
 from capsules_keras.plots.training import _plot_per_epoch
 
+#: A panel's legend below its axis, where it covers no point or curve.
+LEGEND_BELOW = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), "frameon": False}
+
 # Notebook 01: squash and routing by agreement
 
 
@@ -1241,14 +1244,7 @@ def plot_roc_curves(panels):
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("false-positive rate")
         ax.set_aspect("equal")
-        ax.legend(
-            fontsize=7,
-            title="AUROC",
-            title_fontsize=7,
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.2),
-            frameon=False,
-        )
+        ax.legend(fontsize=7, title="AUROC", title_fontsize=7, **LEGEND_BELOW)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("true-positive rate")
     return fig
@@ -1317,8 +1313,5 @@ def plot_grouped_intervals(groups, panels, xlabel, references=None):
         ax.set_xlabel(xlabel)
         ax.set_ylabel(quantity)
         ax.grid(alpha=0.3)
-        # Below the axis, where it covers no point.
-        ax.legend(
-            fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False
-        )
+        ax.legend(fontsize=7, **LEGEND_BELOW)
     return fig
