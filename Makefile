@@ -94,14 +94,28 @@ PART_ARGS_notebooks := $(NBVAL)
 JAX_CACHE = $(if $(TEST_CACHE),JAX_COMPILATION_CACHE_DIR=$(TEST_CACHE)/$* \
 	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0)
 # The suites' XLA programs (all of jax's; tensorflow's compiled routing and
-# matrix capsules) are compiled with LLVM's optimizations off: the tests run
-# each program for a few small steps, so on jax compiling is most of their
-# time. Measured on this 2-core machine, otherwise idle: three compile-bound
-# jax tests 60 s -> 40 s; notebooks 02 and 06 on jax 138 s -> 126 s (02's
-# training cell, the longest-running one, 5 s slower); notebook 06 on
-# tensorflow 54 s -> 53 s. The programs are the same and the tests' tolerances
-# hold; `make bench`, the trainer and your own runs keep XLA's defaults.
-TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0
+# matrix capsules) are compiled for the way each part runs them, never for
+# speed in your own runs: `make bench`, the trainer and your runs keep XLA's
+# defaults, and the tests' tolerances hold under every setting below.
+# - The units run most programs once or twice, so on jax compiling is close
+#   to half their time (381 of 866 s in `jax.monitoring`'s compile events,
+#   alone on this 2-core machine): LLVM's optimizations off, and XLA CPU's
+#   older emitters and runtime, which compile a program in less than half
+#   the time and run it slower. Measured here, idle, on three compile-bound
+#   jax tests and tests/test_ops.py: compiling 30.2 s -> 12.2 s, the files
+#   53.9 -> 34.7 s; one compute-bound test (the paper's CapsNet for an
+#   epoch) 28.8 -> 36.9 s. In a whole `make test`: jax's units 903 -> 666 s,
+#   tensorflow's 728 -> 629 s.
+# - The notebooks train for many steps, and keep LLVM's optimizations off with
+#   XLA's newer emitters, which run their training fast: with the older
+#   emitters notebook 02's training cell on jax took 25 -> 71 s, and with
+#   the older emitters and LLVM's cheapest optimizations (on the tests above
+#   compiling 30.2 -> 26.7 s, the compute-bound test 28.8 -> 24.6 s) a whole
+#   `make test` gave the notebooks no time back (jax 508 -> 514 s, tensorflow
+#   350 -> 422 s, another part beside each).
+TEST_XLA_FLAGS_units ?= --xla_backend_optimization_level=0 \
+	--xla_cpu_use_fusion_emitters=false --xla_cpu_use_thunk_runtime=false
+TEST_XLA_FLAGS_notebooks ?= --xla_backend_optimization_level=0
 # Two parts share two cores, so each part's processes get one thread for
 # their math: torch's OpenMP pool (and NumPy's BLAS) and TensorFlow's pools
 # otherwise take both cores and wait on each other. Measured here, three
@@ -127,7 +141,7 @@ $(TEST_SUITES): test-%: test-%-units test-%-notebooks
 $(TEST_PARTS): test-%: install
 	@echo "=== tests: KERAS_BACKEND=$(call backend,$*) ($(call part,$*)) ==="
 	@$(JAX_CACHE) KERAS_BACKEND=$(call backend,$*) CAPSULES_KERAS_TEST_MNIST="$(TEST_MNIST)" \
-		XLA_FLAGS="$$XLA_FLAGS $(TEST_XLA_FLAGS)" $(TEST_THREADS) \
+		XLA_FLAGS="$$XLA_FLAGS $(TEST_XLA_FLAGS_$(call part,$*))" $(TEST_THREADS) \
 		CAPSULES_KERAS_TEST_FASHION_MNIST="$(TEST_FASHION_MNIST)" \
 		CAPSULES_KERAS_FASHION_MNIST="$(TEST_FASHION_MNIST)" \
 		CAPSULES_KERAS_MNIST="$(TEST_MNIST)" CAPSULES_KERAS_QUICK=1 \
