@@ -106,16 +106,17 @@ JAX_CACHE = $(if $(TEST_CACHE),JAX_COMPILATION_CACHE_DIR=$(TEST_CACHE)/$* \
 #   53.9 -> 34.7 s; one compute-bound test (the paper's CapsNet for an
 #   epoch) 28.8 -> 36.9 s. In a whole `make test`: jax's units 903 -> 666 s,
 #   tensorflow's 728 -> 629 s.
-# - The notebooks train for many steps, and keep LLVM's optimizations off with
-#   XLA's newer emitters, which run their training fast: with the older
-#   emitters notebook 02's training cell on jax took 25 -> 71 s, and with
-#   the older emitters and LLVM's cheapest optimizations (on the tests above
-#   compiling 30.2 -> 26.7 s, the compute-bound test 28.8 -> 24.6 s) a whole
-#   `make test` gave the notebooks no time back (jax 508 -> 514 s, tensorflow
-#   350 -> 422 s, another part beside each).
+# - The notebooks train each model for a few steps, so compiling and running
+#   both count: LLVM's cheapest optimizations (-O1) with the older emitters
+#   and runtime. The notebooks' parts alone and idle, from -O0 with the newer
+#   emitters: jax 452 -> 296 s (every notebook faster), tensorflow 291 ->
+#   269 s. The units' flags there (-O0, older emitters) ran their training
+#   slowly (notebook 02's training cell on jax 25 -> 71 s), and -O1 in the
+#   units made jax's units slower (alone: 489 -> 532 s).
 TEST_XLA_FLAGS_units ?= --xla_backend_optimization_level=0 \
 	--xla_cpu_use_fusion_emitters=false --xla_cpu_use_thunk_runtime=false
-TEST_XLA_FLAGS_notebooks ?= --xla_backend_optimization_level=0
+TEST_XLA_FLAGS_notebooks ?= --xla_backend_optimization_level=1 \
+	--xla_cpu_use_fusion_emitters=false --xla_cpu_use_thunk_runtime=false
 # Two parts share two cores, so each part's processes get one thread for
 # their math: torch's OpenMP pool (and NumPy's BLAS) and TensorFlow's pools
 # otherwise take both cores and wait on each other. Measured here, three
