@@ -101,10 +101,12 @@ def test_decoder_masks_by_true_label_in_training_and_prediction_otherwise(digits
 
 def test_one_epoch_on_real_digits_lowers_the_loss(digits):
     x, y = digits
-    model = CapsNet()  # the paper's: a narrow one learns too little in 6 steps
+    # A quarter of the paper's width in batches of 10: its 30 steps teach it
+    # more than 6 batches of 50 teach the paper's network, in less time.
+    model = CapsNet(conv_filters=64, primary_capsules=8)
     model.compile(optimizer=keras.optimizers.Adam(1e-3))
     before = model.evaluate(x, y, batch_size=100, verbose=0, return_dict=True)
-    history = model.fit(x, y, batch_size=50, epochs=1, verbose=0)
+    history = model.fit(x, y, batch_size=10, epochs=1, verbose=0)
     after = model.evaluate(x, y, batch_size=100, verbose=0, return_dict=True)
     assert set(history.history) == {
         "loss",
@@ -113,7 +115,7 @@ def test_one_epoch_on_real_digits_lowers_the_loss(digits):
         "accuracy",
     }
     assert after["loss"] < before["loss"]
-    assert after["accuracy"] > 0.2  # chance is 0.1
+    assert after["accuracy"] > 0.5  # chance is 0.1
 
 
 def test_one_hot_labels_train_too(digits):
