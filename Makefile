@@ -82,8 +82,8 @@ TEST_DURATIONS ?= 15
 TEST_SUITES := $(addprefix test-,torch jax tensorflow)
 TEST_PARTS := $(foreach suite,$(TEST_SUITES),$(suite)-units $(suite)-notebooks)
 # The parts, longest first (tools/slowest_tests.py on a `make test` log).
-TEST_ORDER ?= jax-units tensorflow-units jax-notebooks torch-units \
-	tensorflow-notebooks torch-notebooks
+TEST_ORDER ?= jax-units tensorflow-units jax-notebooks tensorflow-notebooks \
+	torch-notebooks torch-units
 # A part's backend and part: jax-units -> jax, units.
 backend = $(firstword $(subst -, ,$1))
 part = $(lastword $(subst -, ,$1))
