@@ -103,7 +103,7 @@ JAX_CACHE = $(if $(TEST_CACHE),JAX_COMPILATION_CACHE_DIR=$(TEST_CACHE)/$* \
 #   older emitters and runtime, which compile a program in less than half
 #   the time and run it slower. Measured here, idle, on three compile-bound
 #   jax tests and tests/test_ops.py: compiling 30.2 s -> 12.2 s, the files
-#   53.9 -> 34.7 s; one compute-bound test (the paper's CapsNet for an
+#   53.9 -> 34.7 s; one compute-bound test (then the paper's CapsNet for an
 #   epoch) 28.8 -> 36.9 s. In a whole `make test`: jax's units 903 -> 666 s,
 #   tensorflow's 728 -> 629 s.
 # - The notebooks train each model for a few steps, so compiling and running
@@ -113,10 +113,10 @@ JAX_CACHE = $(if $(TEST_CACHE),JAX_COMPILATION_CACHE_DIR=$(TEST_CACHE)/$* \
 #   269 s. The units' flags there (-O0, older emitters) ran their training
 #   slowly (notebook 02's training cell on jax 25 -> 71 s), and -O1 in the
 #   units made jax's units slower (alone: 489 -> 532 s).
-TEST_XLA_FLAGS_units ?= --xla_backend_optimization_level=0 \
-	--xla_cpu_use_fusion_emitters=false --xla_cpu_use_thunk_runtime=false
-TEST_XLA_FLAGS_notebooks ?= --xla_backend_optimization_level=1 \
-	--xla_cpu_use_fusion_emitters=false --xla_cpu_use_thunk_runtime=false
+XLA_OLDER_EMITTERS := --xla_cpu_use_fusion_emitters=false \
+	--xla_cpu_use_thunk_runtime=false
+TEST_XLA_FLAGS_units ?= --xla_backend_optimization_level=0 $(XLA_OLDER_EMITTERS)
+TEST_XLA_FLAGS_notebooks ?= --xla_backend_optimization_level=1 $(XLA_OLDER_EMITTERS)
 # Two parts share two cores, so each part's processes get one thread for
 # their math: torch's OpenMP pool (and NumPy's BLAS) and TensorFlow's pools
 # otherwise take both cores and wait on each other. Measured here, three
