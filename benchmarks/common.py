@@ -105,8 +105,13 @@ class PeakRSS:
 
 
 def machine():
-    """A few facts about the machine the numbers come from."""
-    import keras
+    """A few facts about the machine the numbers come from.
+
+    Keras' version is read from its metadata: importing it would import a
+    backend, seconds in the processes that only collect and report.
+    """
+    from importlib.metadata import version
+
     import numpy
     import torch
 
@@ -116,7 +121,7 @@ def machine():
         "logical_cpus": os.cpu_count(),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "python": platform.python_version(),
-        "keras": keras.__version__,
+        "keras": version("keras"),
         "numpy": numpy.__version__,
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
