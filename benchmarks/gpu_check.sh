@@ -174,13 +174,17 @@ if [ ${#available[@]} -eq 0 ]; then
   echo "gpu_check: none of the backends ($BACKENDS) can be imported" >&2
   exit 2
 fi
-# Keras imports its backend with it: one that is there (its default,
-# tensorflow, is not).
-KERAS_BACKEND=${available[0]} "$PY" -c "import sys, keras, capsules_keras; \
-print('gpu_check: python', sys.version.split()[0], '| keras', keras.__version__)" \
-  2>&1 | tail -n 1 | tee "$OUT/python.txt"
+# Found, not imported: importing keras imports a backend (seconds), and each
+# step below imports both and reports its own failure.
+"$PY" -c "import sys
+from importlib.metadata import version
+from importlib.util import find_spec
+missing = [name for name in ('keras', 'capsules_keras') if find_spec(name) is None]
+if missing:
+    sys.exit('gpu_check: $PY cannot find ' + ' and '.join(missing))
+print('gpu_check: python', sys.version.split()[0], '| keras', version('keras'))" \
+  | tee "$OUT/python.txt"
 if [ "${PIPESTATUS[0]}" -ne 0 ]; then
-  echo "gpu_check: $PY cannot import keras and capsules_keras" >&2
   exit 2
 fi
 if [ ! -f "$DATA" ]; then
