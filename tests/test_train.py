@@ -68,6 +68,9 @@ def tiny_args(mnist_path, output_dir, *extra):
 
 #: A narrower CapsNet for tests whose subject is not the model's size.
 NARROW = ("--conv-filters", "16", "--primary-capsules", "4")
+#: Fewer digits for the tests that train the paper's network (8.2M
+#: parameters), whose steps cost the most: two steps of 10, 10 test digits.
+PAPER_SIZED = ("--max-train-samples=20", "--max-test-samples=10", "--batch-size=10")
 
 
 def cli_config(*flags):
@@ -81,7 +84,7 @@ def only_run(output_dir):
 
 
 def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
-    assert train.main(tiny_args(mnist_path, tmp_path)) == 0
+    assert train.main(tiny_args(mnist_path, tmp_path, *PAPER_SIZED)) == 0
     run_dir = only_run(tmp_path)
     assert keras.backend.backend() in os.path.basename(run_dir)
     assert ARTIFACTS <= set(os.listdir(run_dir))
@@ -89,7 +92,7 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
         metrics = json.load(f)
     assert METRIC_KEYS <= set(metrics)
     assert metrics["backend"] == keras.backend.backend()
-    assert metrics["n_train"] == 100 and metrics["n_test"] == 60
+    assert metrics["n_train"] == 20 and metrics["n_test"] == 10
     assert metrics["n_train_available"] == 5000
     assert metrics["model"] == "capsnet" and metrics["dataset"] == "mnist"
     assert metrics["conv_filters"] == 256 and metrics["reconstruction_weight"] == 5e-4
@@ -103,7 +106,7 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
     for figure in ARTIFACTS:
         if figure.endswith(".png"):
             assert f"]({figure})" in text
-    assert "100 of 5,000 (class-balanced subset, seed 0) training images" in text
+    assert "20 of 5,000 (class-balanced subset, seed 0) training images" in text
     out = capsys.readouterr().out
     for expected in ("Backend:", "Devices:", "Data:", "Sizes:", "Test accuracy"):
         assert expected in out
@@ -112,7 +115,7 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
     keys = [item.split("=")[0] for item in settings[len("Settings:") :].split(", ")]
     assert "conv_filters" in keys and len(keys) == len(set(keys))  # each once
     # evaluate re-computes the same accuracy from the saved model.
-    flags = ["--data", mnist_path, "--max-test-samples", "60"]
+    flags = ["--data", mnist_path, "--max-test-samples", "10"]
     assert evaluate.main([run_dir, *flags]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
@@ -332,7 +335,8 @@ def test_model_and_dataset_flags_are_checked(mnist_path, tmp_path):
 
 
 def test_a_run_saved_before_model_and_dataset_existed_resumes(mnist_path, tmp_path):
-    settings = dataclasses.asdict(cli_config(*tiny_args(mnist_path, tmp_path)))
+    flags = tiny_args(mnist_path, tmp_path, *PAPER_SIZED)
+    settings = dataclasses.asdict(cli_config(*flags))
     for key in SAVED_BEFORE:  # settings that config.json lacked then
         del settings[key]
     run_dir = tmp_path / "old-run"
