@@ -68,9 +68,9 @@ def tiny_args(mnist_path, output_dir, *extra):
 
 #: A narrower CapsNet for tests whose subject is not the model's size.
 NARROW = ("--conv-filters", "16", "--primary-capsules", "4")
-#: Fewer digits for the tests that train the paper's network (8.2M
-#: parameters), whose steps cost the most: two steps of 10, 10 test digits.
-PAPER_SIZED = ("--max-train-samples=20", "--max-test-samples=10", "--batch-size=10")
+#: Fewer digits for the tests whose steps cost the most (the paper's network
+#: of 8.2M parameters, EM routing): two steps of 10, and 10 test digits.
+FEW_DIGITS = ("--max-train-samples=20", "--max-test-samples=10", "--batch-size=10")
 
 
 def cli_config(*flags):
@@ -84,7 +84,7 @@ def only_run(output_dir):
 
 
 def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
-    assert train.main(tiny_args(mnist_path, tmp_path, *PAPER_SIZED)) == 0
+    assert train.main(tiny_args(mnist_path, tmp_path, *FEW_DIGITS)) == 0
     run_dir = only_run(tmp_path)
     assert keras.backend.backend() in os.path.basename(run_dir)
     assert ARTIFACTS <= set(os.listdir(run_dir))
@@ -335,7 +335,7 @@ def test_model_and_dataset_flags_are_checked(mnist_path, tmp_path):
 
 
 def test_a_run_saved_before_model_and_dataset_existed_resumes(mnist_path, tmp_path):
-    flags = tiny_args(mnist_path, tmp_path, *PAPER_SIZED)
+    flags = tiny_args(mnist_path, tmp_path, *FEW_DIGITS)
     settings = dataclasses.asdict(cli_config(*flags))
     for key in SAVED_BEFORE:  # settings that config.json lacked then
         del settings[key]
@@ -594,7 +594,9 @@ def test_matrix_capsules_train_through_the_same_command(mnist_path, tmp_path):
             tiny_args(mnist_path, tmp_path, "--model", "em", "--routing", "dynamic")
         )
     assert os.listdir(tmp_path) == []
-    args = tiny_args(mnist_path, tmp_path, "--model", "em", "--epochs", "2")
+    args = tiny_args(
+        mnist_path, tmp_path, "--model", "em", "--epochs", "2", *FEW_DIGITS
+    )
     assert train.main(args + ["--routing-iterations", "1"]) == 0
     run_dir = only_run(tmp_path)
     with open(os.path.join(run_dir, "metrics.json")) as f:
