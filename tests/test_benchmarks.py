@@ -183,10 +183,10 @@ def test_report_rewritten_from_json(tmp_path, tiny_train):
 
 def test_reference_accuracy_tiny(mnist_path, tmp_path):
     out = tmp_path / "labml.json"
-    flags = ["--data", mnist_path, "--max-train-samples", "200"]
-    flags += ["--max-test-samples", "100", "--out", str(out)]
+    flags = ["--data", mnist_path, "--max-train-samples", "40", "--batch-size", "20"]
+    flags += ["--max-test-samples", "20", "--out", str(out)]
     result = reference_accuracy.main(flags)
-    assert result["n_train"] == 200 and result["n_test"] == 100
+    assert result["n_train"] == 40 and result["n_test"] == 20
     (epoch,) = result["history"]
     assert 0 <= epoch["test_accuracy"] <= 1 and epoch["images_per_second"] > 0
     with open(out) as f:
