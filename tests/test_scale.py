@@ -29,7 +29,7 @@ if os.environ["KERAS_BACKEND"] == "tensorflow":
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from capsules_keras import CapsNet, train
+from capsules_keras import CapsNet
 from capsules_keras.distribution import data_parallel, single_device
 
 parallel = data_parallel()
