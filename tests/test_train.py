@@ -17,6 +17,7 @@ from conftest import REPO_ROOT
 from capsules_keras import MatrixCapsNet, evaluate, train, training
 from capsules_keras.training import TrainConfig, trainer_settings
 from capsules_keras.training.fit import describe_training_set, load_data
+from capsules_keras.training.precision import choose_dtype_policy
 from capsules_keras.training.registry import JIT_COMPILE_DEFAULTS
 from capsules_keras.training.runs import SAVED_BEFORE, read_history, resumed_config
 
@@ -110,6 +111,8 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
     out = capsys.readouterr().out
     for expected in ("Backend:", "Devices:", "Data:", "Sizes:", "Test accuracy"):
         assert expected in out
+    assert "Precision: float32 (as asked)" in out
+    assert metrics["dtype_policy"] == "float32"
     assert "CapsNet on MNIST" in out
     (settings,) = [line for line in out.splitlines() if line.startswith("Settings:")]
     keys = [item.split("=")[0] for item in settings[len("Settings:") :].split(", ")]
@@ -121,14 +124,23 @@ def test_cli_writes_every_artifact(mnist_path, tmp_path, capsys):
     assert result["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
 
 
-def test_cli_with_augmentation_and_validation(mnist_path, tmp_path):
-    train.main(tiny_args(mnist_path, tmp_path, "--augment", "--validate", *NARROW))
+def test_cli_with_augmentation_validation_and_auto_precision(
+    mnist_path, tmp_path, capsys
+):
+    flags = ("--augment", "--validate", "--dtype-policy", "auto", *NARROW)
+    train.main(tiny_args(mnist_path, tmp_path, *flags))
     run_dir = only_run(tmp_path)
     with open(os.path.join(run_dir, "history.csv")) as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 1 and "val_accuracy" in rows[0]
     with open(os.path.join(run_dir, "config.json")) as f:
-        assert json.load(f)["augment"] is True
+        config = json.load(f)
+    assert config["augment"] is True and config["dtype_policy"] == "auto"
+    # The run records and says the policy `auto` chose on this machine.
+    policy, why = choose_dtype_policy("auto")
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        assert json.load(f)["dtype_policy"] == policy
+    assert f"Precision: {policy} ({why})" in capsys.readouterr().out
 
 
 def test_a_new_run_never_overwrites_an_old_one(mnist_path, tmp_path):

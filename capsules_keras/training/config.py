@@ -32,6 +32,7 @@ from capsules_keras.data.image_folder import (
     parse_image_size,
 )
 from capsules_keras.routing import ROUTINGS, check_routing
+from capsules_keras.training.precision import DTYPE_POLICIES
 from capsules_keras.training.presets import PRESETS, preset_overrides
 from capsules_keras.training.registry import MODELS
 
@@ -274,11 +275,13 @@ class TrainConfig:
         "backend and model, see JIT_COMPILE_DEFAULTS and MODELS)",
         choices=("auto", "on", "off"),
     )
-    # The results were measured in float32; mixed precision is opt-in.
+    # The quick preset's results were measured in float32.
     dtype_policy: str = setting(
         "float32",
-        "Keras dtype policy; squash norms and routing softmax stay float32",
-        choices=("float32", "mixed_float16", "mixed_bfloat16"),
+        "Keras dtype policy (auto: mixed_bfloat16 with torch on a CPU with "
+        "bfloat16 instructions, else float32); the squash's norm, the routing "
+        "softmax, the lengths and the losses stay float32",
+        choices=DTYPE_POLICIES,
     )
     # One device unless asked: nothing to set up.
     distribute: str = setting(

@@ -19,6 +19,7 @@ from capsules_keras.capacity import available_memory, check_fits, plan_capacity
 from capsules_keras.data import ArrayBatches, balanced_subset, feed, get_dataset
 from capsules_keras.models import CapsuleModel
 from capsules_keras.training.devices import describe_devices
+from capsules_keras.training.precision import choose_dtype_policy
 from capsules_keras.training.registry import MODELS, default_jit_compile
 from capsules_keras.training.report import (
     describe_classes,
@@ -44,7 +45,20 @@ def train_run(config, run_dir, setup, log, verbose=1, data=None):
         The metrics dict written to `metrics.json`: the config's fields,
         then what the run measured.
     """
-    keras.config.set_dtype_policy(config.dtype_policy)
+    dtype_policy, why = choose_dtype_policy(config.dtype_policy)
+    # Keras' global policy: set for this run, restored after it, so that a
+    # notebook's next model is built in the policy it had.
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(dtype_policy)
+    try:
+        return _train(
+            config, run_dir, setup, log, verbose, data, f"{dtype_policy} ({why})"
+        )
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+
+
+def _train(config, run_dir, setup, log, verbose, data, precision):
     keras.utils.set_random_seed(config.seed)
     dataset = run_dataset(config)
     if data is None:
@@ -60,7 +74,7 @@ def train_run(config, run_dir, setup, log, verbose=1, data=None):
         f"replica x {setup.num_replicas}; learning rate {config.learning_rate} "
         "(not rescaled: one step equals a single-device step on the global batch)"
     )
-    log(f"Precision: {config.dtype_policy}")
+    log(f"Precision: {precision}")
     log(f"Data:      {dataset.title} from {origin}")
     log(f"Classes:   {describe_classes(dataset.class_names)}")
     log(
@@ -160,10 +174,12 @@ def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
     metrics = {
         **results,
         **dataclasses.asdict(config),  # the settings, as config.json holds them
-        # What the run did and measured; `epochs` and `jit_compile` replace
-        # the settings' with the epochs trained and what `auto` chose.
+        # What the run did and measured; `epochs`, `jit_compile` and
+        # `dtype_policy` replace the settings' with the epochs trained and
+        # what `auto` chose.
         "epochs": len(history["loss"]),
         "jit_compile": jit,
+        "dtype_policy": keras.config.dtype_policy().name,
         "backend": keras.backend.backend(),
         "devices": describe_devices(),
         "keras_version": keras.__version__,
