@@ -6,12 +6,18 @@
 
 Reads the run's `model.keras`, `metrics.json` and `history.csv` (written by
 `capsules_keras.train`), copies the trained weights into a fresh, uncompiled
-model of the same configuration (no optimizer state: a third of the size),
-checks that it predicts the test set as the run's model does (the same
-class for every image, scores within float32 rounding), and
-writes `capsules_keras/models/weights/<name>.keras` and its card
-`<name>.json` (see `capsules_keras.models.pretrained`). Refuses to replace a
-model that is already there.
+float32 model of the same configuration (no optimizer state: a third of the
+size; a run trained in mixed precision is shipped in float32, the policy a
+model loads in), checks that a float32 run's model predicts the test set
+as the copy does (the same class for every image, scores within float32
+rounding), and writes `capsules_keras/models/weights/<name>.keras` and its
+card `<name>.json` (see `capsules_keras.models.pretrained`). Refuses to
+replace a model that is already there.
+
+With `--weights-dtype float16` the file stores its weights in float16 (half
+the size; Keras casts them to the float32 variables when it loads), only if
+the model so loaded scores the test set exactly as the float32 one: the same
+class for every image.
 """
 
 import argparse
@@ -19,12 +25,16 @@ import csv
 import hashlib
 import json
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
+import h5py
 import keras
 import numpy as np
 
 from capsules_keras.data import get_dataset
+from capsules_keras.metrics import binomial_interval
 from capsules_keras.models.pretrained import PRETRAINED, WEIGHTS, pretrained_path
 
 
@@ -36,6 +46,12 @@ def main(argv=None):
     parser.add_argument("--commit", required=True, help="the commit that trained it")
     parser.add_argument("--command", required=True, help="the command that ran")
     parser.add_argument("--machine", required=True, help="where it ran, in words")
+    parser.add_argument(
+        "--weights-dtype",
+        choices=("float32", "float16"),
+        default="float32",
+        help="how the file stores the weights (they load as float32)",
+    )
     args = parser.parse_args(argv)
     model_path = pretrained_path(args.name)
     card_path = model_path.with_suffix(".json")
@@ -47,19 +63,30 @@ def main(argv=None):
         history = list(csv.DictReader(f))
 
     trained = keras.saving.load_model(args.run_dir / "model.keras")
-    model = type(trained).from_config(trained.get_config())
+    model = type(trained).from_config({**trained.get_config(), "dtype": "float32"})
     _, (x_test, y_test), _ = get_dataset(metrics["dataset"]).load(path=args.data)
     model.predict(x_test[:1], verbose=0)  # builds it
     model.set_weights(trained.get_weights())
     scores = model.predict(x_test, verbose=0)
-    trained_scores = trained.predict(x_test, verbose=0)
-    np.testing.assert_allclose(scores, trained_scores, atol=1e-5)
-    np.testing.assert_array_equal(scores.argmax(-1), trained_scores.argmax(-1))
+    if metrics["dtype_policy"] == "float32":  # else it computes in another dtype
+        trained_scores = trained.predict(x_test, verbose=0)
+        np.testing.assert_allclose(scores, trained_scores, atol=1e-5)
+        np.testing.assert_array_equal(scores.argmax(-1), trained_scores.argmax(-1))
     predicted = np.argmax(scores, axis=-1)
     errors = np.flatnonzero(predicted != y_test)
 
     WEIGHTS.mkdir(exist_ok=True)
     model.save(model_path)
+    if args.weights_dtype == "float16":
+        store_weights_in_float16(model_path)
+        loaded = keras.saving.load_model(model_path).predict(x_test, verbose=0)
+        if not np.array_equal(np.argmax(loaded, axis=-1), predicted):
+            model_path.unlink()
+            changed = int(np.sum(np.argmax(loaded, axis=-1) != predicted))
+            sys.exit(
+                f"In float16 the weights change the class of {changed} test "
+                "images; export with --weights-dtype float32."
+            )
     card = {
         "name": args.name,
         "about": PRETRAINED[args.name],
@@ -79,13 +106,22 @@ def main(argv=None):
                 "preset",
                 "epochs",
                 "batch_size",
+                "learning_rate",
+                "lr_decay",
                 "augment",
                 "seed",
+                "dtype_policy",
                 "train_seconds",
                 "images_per_second",
             )
         },
+        "weights_dtype": args.weights_dtype,
+        "run_test_accuracy": metrics["test_accuracy"],
         "test_accuracy": float(np.mean(predicted == y_test)),
+        "test_accuracy_95": [
+            float(bound)
+            for bound in binomial_interval(np.mean(predicted == y_test), len(y_test))
+        ],
         "test_errors": errors.tolist(),
         "per_epoch_test_accuracy": [float(row["val_accuracy"]) for row in history],
         "sha256": hashlib.sha256(model_path.read_bytes()).hexdigest(),
@@ -93,6 +129,38 @@ def main(argv=None):
     card_path.write_text(json.dumps(card, indent=1) + "\n")
     print(f"{model_path} ({model_path.stat().st_size / 1e6:.1f} MB)")
     print(f"{card_path}: test accuracy {card['test_accuracy']:.2%}")
+
+
+def store_weights_in_float16(path):
+    """Rewrites the float32 weights of the `.keras` file `path` in float16.
+
+    A new HDF5 file with the same groups, attributes and datasets, the
+    float32 ones cast (HDF5 keeps the space of a dataset replaced in place).
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            archive.extractall(folder)
+        weights = Path(folder) / "model.weights.h5"
+        halved = Path(folder) / "halved.h5"
+        with h5py.File(weights) as source, h5py.File(halved, "w") as target:
+            target.attrs.update(source.attrs)
+
+            def copy(name, item):
+                if isinstance(item, h5py.Group):
+                    made = target.create_group(name)
+                else:
+                    value = item[()]
+                    if value.dtype == np.float32:
+                        value = value.astype(np.float16)
+                    made = target.create_dataset(name, data=value)
+                made.attrs.update(item.attrs)
+
+            source.visititems(copy)
+        halved.replace(weights)
+        with zipfile.ZipFile(path, "w") as archive:
+            for name in names:
+                archive.write(Path(folder) / name, name)
 
 
 if __name__ == "__main__":
