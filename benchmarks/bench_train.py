@@ -3,6 +3,8 @@
     KERAS_BACKEND=jax python benchmarks/bench_train.py --impl ours
     python benchmarks/bench_train.py --impl labml
     KERAS_BACKEND=jax python benchmarks/bench_train.py --impl both   # side by side
+    KERAS_BACKEND=torch python benchmarks/bench_train.py --impl ours \
+        --dtype-policy mixed_bfloat16
 
 Both train the paper's MNIST CapsNet (8.2M parameters) with Adam 1e-3 on the
 same real digits at the same batch size. Ours runs `Model.fit` with the
@@ -10,7 +12,9 @@ command-line trainer's compile defaults and input pipeline for the backend
 (`capsules_keras.training.training_data`, without augmentation); labml's model (see
 `reference.py`) runs its own eager PyTorch step. Each implementation runs in
 a process of its own, so that its peak memory (resident set size, sampled
-while the timed steps run) is its own; `--impl both` alternates them.
+while the timed steps run) is its own; `--impl both` alternates them, ours
+once in each Keras dtype policy of `--dtype-policies` (float32 and
+mixed_bfloat16: what mixed precision gains on this machine).
 """
 
 import argparse
@@ -35,7 +39,7 @@ def load_digits(path, count):
     return x, y
 
 
-def run_ours(x, y, batch_size, steps, warmup):
+def run_ours(x, y, batch_size, steps, warmup, dtype_policy="float32"):
     import keras
 
     from capsules_keras import CapsNet
@@ -44,6 +48,7 @@ def run_ours(x, y, batch_size, steps, warmup):
 
     start_mb = rss_mb()  # frameworks imported, nothing built yet
     keras.utils.set_random_seed(0)
+    keras.config.set_dtype_policy(dtype_policy)
     model = CapsNet()
     jit = default_jit_compile()
     model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=jit)
@@ -64,6 +69,7 @@ def run_ours(x, y, batch_size, steps, warmup):
             "impl": "ours",
             "backend": keras.backend.backend(),
             "jit_compile": jit,
+            "dtype_policy": dtype_policy,
             "parameters": model.count_params(),
             "rss_start_mb": start_mb,
         },
@@ -113,10 +119,16 @@ def run_labml(x, y, batch_size, steps, warmup):
     )
 
 
-def run(impl, batch_size=100, steps=10, warmup=3, data=DEFAULT_MNIST):
+def run(
+    impl, batch_size=100, steps=10, warmup=3, data=DEFAULT_MNIST, dtype_policy="float32"
+):
     x, y = load_digits(data, (warmup + steps) * batch_size)
-    runner = {"ours": run_ours, "labml": run_labml}[impl]
-    result, seconds, memory = runner(x, y, batch_size, steps, warmup)
+    if impl == "labml":
+        result, seconds, memory = run_labml(x, y, batch_size, steps, warmup)
+    else:
+        result, seconds, memory = run_ours(
+            x, y, batch_size, steps, warmup, dtype_policy
+        )
     import resource
 
     result.update(
@@ -136,14 +148,23 @@ def run(impl, batch_size=100, steps=10, warmup=3, data=DEFAULT_MNIST):
     return result
 
 
-def side_by_side(rounds=1, **kwargs):
-    """Alternates labml and ours, each in a fresh process; returns all runs."""
+def side_by_side(rounds=1, dtype_policies=("float32",), **kwargs):
+    """Alternates labml and ours in each of `dtype_policies`, each in a fresh
+    process; returns all runs."""
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in kwargs.items()]
+    variants = [["labml"]] + [["ours", f"--dtype-policy={p}"] for p in dtype_policies]
     runs = []
     for _ in range(rounds):
-        for impl in ("labml", "ours"):
+        for impl, *policy in variants:
             output = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--impl", impl, *flags],
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--impl",
+                    impl,
+                    *policy,
+                    *flags,
+                ],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -162,6 +183,15 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--data", default=DEFAULT_MNIST)
+    parser.add_argument(
+        "--dtype-policy", default="float32", help="--impl ours: its Keras dtype policy"
+    )
+    parser.add_argument(
+        "--dtype-policies",
+        nargs="+",
+        default=["float32", "mixed_bfloat16"],
+        help="--impl both: ours in each of these",
+    )
     parser.add_argument("--out", default="-", help="JSON file, or - for stdout")
     args = parser.parse_args(argv)
     settings = {
@@ -171,12 +201,14 @@ def main(argv=None):
         "data": args.data,
     }
     if args.impl == "both":
-        results = side_by_side(rounds=args.rounds, **settings)
+        results = side_by_side(
+            rounds=args.rounds, dtype_policies=args.dtype_policies, **settings
+        )
         write_json(
             args.out, {"benchmark": "train", "machine": machine(), "results": results}
         )
         return results
-    result = run(args.impl, **settings)
+    result = run(args.impl, dtype_policy=args.dtype_policy, **settings)
     print(json.dumps(result))
     return result
 

@@ -15,6 +15,8 @@ import json
 import os
 import sys
 
+from run_all import fastest_run
+
 #: What a trainer run reports, from its metrics.json.
 TRAIN_KEYS = (
     "backend",
@@ -70,11 +72,14 @@ def bench_rows(out):
             if r.get("default") and r["pass"] == "forward+backward"
         ]
         largest = max(routing, key=lambda r: r["batch"], default=None)
-        train = {}  # the fastest run of each, as run_all pairs them
-        for run in report["train"]:
-            rate = run["images_per_second"]
-            train[run["impl"]] = max(train.get(run["impl"], 0.0), rate)
-        ours, labml = train.get("ours"), train.get("labml")
+        # The fastest run of each, as run_all pairs them (ours in float32).
+        ours, labml = (
+            run and run["images_per_second"]
+            for run in (
+                fastest_run(report, backend, "ours"),
+                fastest_run(report, backend, "labml"),
+            )
+        )
         rows.append(
             {
                 "backend": backend,

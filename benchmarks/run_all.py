@@ -57,21 +57,51 @@ def collect(backends, routing_args, train_args):
     return report
 
 
+def fastest_run(report, backend, impl, dtype_policy="float32"):
+    """The fastest training run of `impl` paired with `backend`, or None.
+
+    Ours in `dtype_policy` (runs measured before the policy was recorded
+    were float32); labml's runs have no policy.
+    """
+    runs = [
+        r
+        for r in report["train"]
+        if r["paired_with"] == backend
+        and r["impl"] == impl
+        and (impl == "labml" or r.get("dtype_policy", "float32") == dtype_policy)
+    ]
+    return max(runs, key=lambda r: r["images_per_second"], default=None)
+
+
 def train_pairs(report):
-    """{backend: (ours, labml)} from the side-by-side training runs."""
-    pairs = {}
-    for backend in {run["paired_with"] for run in report["train"]}:
-        runs = [r for r in report["train"] if r["paired_with"] == backend]
-        ours = max(
-            (r for r in runs if r["impl"] == "ours"),
-            key=lambda r: r["images_per_second"],
+    """{backend: (ours, labml)} from the side-by-side training runs (ours in
+    float32, the trainer's default)."""
+    return {
+        backend: (
+            fastest_run(report, backend, "ours"),
+            fastest_run(report, backend, "labml"),
         )
-        labml = max(
-            (r for r in runs if r["impl"] == "labml"),
-            key=lambda r: r["images_per_second"],
-        )
-        pairs[backend] = (ours, labml)
-    return pairs
+        for backend in {run["paired_with"] for run in report["train"]}
+    }
+
+
+def precision_table(report):
+    """Ours in float32 and in mixed_bfloat16 per backend, from the same runs."""
+    lines = [
+        "| backend | float32 (images/s) | mixed_bfloat16 (images/s) "
+        "| mixed_bfloat16 / float32 |",
+        "|---|---|---|---|",
+    ]
+    for backend in sorted({run["paired_with"] for run in report["train"]}):
+        full = fastest_run(report, backend, "ours", "float32")
+        mixed = fastest_run(report, backend, "ours", "mixed_bfloat16")
+        if full and mixed:
+            lines.append(
+                f"| {backend} | {full['images_per_second']:.1f} "
+                f"| {mixed['images_per_second']:.1f} "
+                f"| {mixed['images_per_second'] / full['images_per_second']:.2f}x |"
+            )
+    return "\n".join(lines)
 
 
 def routing_table(report):
@@ -266,6 +296,16 @@ and TensorFlow here).
 
 {train_table}
 
+## Mixed precision: the same training step, ours in float32 and in mixed_bfloat16
+
+Ours as above, once in each Keras dtype policy, in the same rounds: weights
+in float32, layers computed in bfloat16 but for what the capsule layers keep
+in float32 (the squash's norm, the routing logits and softmax, the lengths,
+the losses). `--dtype-policy auto` picks mixed_bfloat16 for torch on a CPU
+with bfloat16 instructions (`avx512_bf16` or `amx_bf16` in /proc/cpuinfo).
+
+{precision_table}
+
 ![results](results.png)
 
 ## Reproduce
@@ -292,6 +332,7 @@ def write_report(report, folder, notes=""):
         targets=targets(report),
         routing_table=routing_table(report),
         train_table=train_table(report),
+        precision_table=precision_table(report),
         repeats=report.get("routing_repeats", "?"),
         warmup=report.get("routing_warmup", "?"),
         batch=train.get("batch_size", "?"),

@@ -147,11 +147,18 @@ def tiny_train(tiny_bench):
 
 
 def test_train_benchmark_tiny(tiny_train):
-    assert [result["impl"] for result in tiny_train] == ["labml", "ours"]
+    runs = [(result["impl"], result.get("dtype_policy")) for result in tiny_train]
+    assert runs == [
+        ("labml", None),
+        ("ours", "float32"),
+        ("ours", "mixed_bfloat16"),
+    ]
     for result in tiny_train:
         assert result["parameters"] == 8_215_568
         assert result["images_per_second"] > 0 and result["rss_peak_mb"] > 0
-    assert tiny_train[1]["backend"] == keras.backend.backend()
+    assert (
+        tiny_train[1]["backend"] == tiny_train[2]["backend"] == keras.backend.backend()
+    )
 
 
 def test_report_from_tiny_results(tmp_path, tiny_routing, tiny_train):
@@ -164,6 +171,8 @@ def test_report_from_tiny_results(tmp_path, tiny_routing, tiny_train):
     run_all.write_report(report, str(tmp_path), notes="notes")
     text = (tmp_path / "README.md").read_text()
     assert "| x |" in text and "ours / labml" in text and "notes" in text
+    float32, mixed = (run["images_per_second"] for run in tiny_train[1:])
+    assert f"| x | {float32:.1f} | {mixed:.1f} | {mixed / float32:.2f}x |" in text
     assert (tmp_path / "results.png").stat().st_size > 1000
     assert (tmp_path / "results.json").exists()
 
