@@ -23,6 +23,7 @@ import bench_em  # noqa: E402
 import bench_models  # noqa: E402
 import bench_routing  # noqa: E402
 import bench_routings  # noqa: E402
+import precision_parity  # noqa: E402
 import reference_accuracy  # noqa: E402
 import run_all  # noqa: E402
 import slowest_tests  # noqa: E402
@@ -188,6 +189,39 @@ def test_report_rewritten_from_json(tmp_path, tiny_train):
     run_all.main([*args, "--notes-file", str(notes)])
     text = (again / "README.md").read_text()
     assert "fresh notes" in text and "| x |" in text
+
+
+def test_precision_parity_tiny(mnist_path, tmp_path):
+    from capsules_keras import CapsNet
+
+    with np.load(mnist_path) as data:
+        digits = {key: data[key][:20] for key in data.files}
+    np.savez(tmp_path / "mnist.npz", **digits)
+    keras.utils.set_random_seed(0)
+    model = CapsNet()
+    model.build((None, 28, 28, 1))
+    model.save(tmp_path / "a.keras")
+    model.save_weights(tmp_path / "b.weights.h5")
+    out = tmp_path / "parity.json"
+    args = [
+        "--float32",
+        str(tmp_path / "a.keras"),
+        "--data",
+        str(tmp_path / "mnist.npz"),
+    ]
+    precision_parity.main(
+        [*args, "--mixed", str(tmp_path / "b.weights.h5"), "--out", str(out)]
+    )
+    result = json.loads(out.read_text())
+    # One model in two files: the same digits right, nothing to tell apart.
+    assert result["test_digits"] == 20
+    assert result["float32_accuracy"] == result["mixed_accuracy"]
+    assert (result["float32_only"], result["mixed_only"], result["mcnemar_p"]) == (
+        0,
+        0,
+        1.0,
+    )
+    assert result["mixed_minus_float32"] == [0.0, 0.0, 0.0]
 
 
 def test_reference_accuracy_tiny(mnist_path, tmp_path):
