@@ -239,6 +239,12 @@ def test_quick_preset_trains_on_a_balanced_subset_and_paper_on_everything(
     quick = cli_config("--data", mnist_path)
     assert quick.max_train_samples == 5000 and quick.max_test_samples is None
     assert cli_config("--preset", "paper").max_train_samples is None
+    # Precision: the paper's CapsNet by the machine, the rest as measured.
+    assert cli_config("--preset", "paper").dtype_policy == "auto"
+    assert quick.dtype_policy == "float32"
+    assert cli_config("--preset", "paper", "--model", "efficient").dtype_policy == (
+        "float32"
+    )
     assert cli_config("--max-train-samples", "20000").max_train_samples == 20000
     capped = dataclasses.replace(quick, max_train_samples=1000, seed=3)
     x_train, y_train, x_test, _, _, available = load_data(capped)
@@ -405,7 +411,8 @@ def test_a_run_folder_written_before_train_config_resumes(mnist_path, tmp_path):
     )
     assert resumed["memory_budget_gb"] is None
     data = CONFIG_BEFORE_TRAIN_CONFIG["data"]
-    assert config == trainer_settings(preset="paper", data=data)
+    # The paper preset picks its precision by the machine since; it ran float32.
+    assert config == trainer_settings(preset="paper", data=data, dtype_policy="float32")
     # The same keys with a tiny run's values: it trains to the end.
     tiny = {
         **CONFIG_BEFORE_TRAIN_CONFIG,
