@@ -49,6 +49,15 @@ NOT_PROSE = re.compile(
 )
 
 
+#: What a settings cell sets for quick mode: `TRAIN_DIGITS = 200 if QUICK else 5_000`.
+QUICK_SETTING = re.compile(r"=\s*(\d[\d_]*)\s+if\s+QUICK\s+else\b")
+#: A count in prose (200, 2,000): not a decimal, a percentage or a duration.
+COUNT = re.compile(
+    r"(?<![\w.,])\d{1,3}(?:,\d{3})*(?![\w.,]*\d)(?!\s?%)"
+    r"(?!\s*(?:s|min|minutes?|seconds?)\b)"
+)
+
+
 def value(text):
     return float(text.replace(",", "").replace("_", ""))
 
@@ -100,6 +109,35 @@ def unprinted_numbers(notebook):
     ]
 
 
+def quick_mode_counts(notebook):
+    """[(markdown cell index, count)]: counts that a sentence naming quick mode
+    quotes and that no quick-mode setting (`N if QUICK else M`) sets.
+
+    Quick mode's outputs are not stored, so the prose guard above cannot see
+    its counts; a setting changed without its sentence would go stale.
+    """
+    quick = {
+        value(setting)
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for setting in QUICK_SETTING.findall(cell.source)
+    }
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "markdown":
+            continue
+        named = cell.source.replace("`CAPSULES_KERAS_QUICK=1`", "quick mode")
+        text = " ".join(NOT_PROSE.sub(" ", named).split())
+        for sentence in re.split(r"(?<=[.;!?])\s|<br>", text):
+            if "quick mode" in sentence.lower():
+                found += [
+                    (index, count)
+                    for count in COUNT.findall(sentence)
+                    if value(count) not in quick
+                ]
+    return found
+
+
 def test_quoted_numbers_are_read_as_written():
     markdown = (
         "reads 98.96% ($\\lambda = 0.5$, `lr=0.001`) of 1,651 digits, "
@@ -130,6 +168,28 @@ def test_prose_quotes_only_printed_numbers(path):
         f"sets (markdown cell index, number): {unprinted}. Quote what the "
         "stored outputs print, or print the number in a cell."
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
+def test_prose_quotes_quick_mode_counts_as_set(path):
+    stale = quick_mode_counts(nbformat.read(path, as_version=4))
+    assert not stale, (
+        f"{path.name}: a sentence about quick mode quotes counts that no "
+        f"`N if QUICK else M` setting sets (markdown cell index, count): {stale}."
+    )
+
+
+def test_a_stale_quick_mode_count_is_found():
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("DIGITS = 200 if QUICK else 5_000\nEPOCHS = 2"),
+        nbformat.v4.new_markdown_cell(
+            "Quick mode (`CAPSULES_KERAS_QUICK=1`: 500 digits, 2 epochs, 95%\n"
+            "of them, 47 s) is noise.<br>The full run: 5,000 digits, 2 epochs."
+        ),
+        nbformat.v4.new_markdown_cell("In quick\nmode, 200 digits."),
+    ]
+    assert quick_mode_counts(notebook) == [(1, "500"), (1, "2")]
 
 
 def table_rows(markdown):
