@@ -175,3 +175,33 @@ def test_mixed_precision_trains_one_step(policy, mnist_path):
     assert np.all(np.isfinite(keras.ops.convert_to_numpy(outputs["lengths"])))
     for name in ("capsules", "reconstructions", "coupling"):
         assert np.all(np.isfinite(inside[name].astype("float32"))), name
+
+
+def test_the_paper_network_in_bfloat16_scores_as_in_float32(mnist_path):
+    # The same weights in each policy: bfloat16 keeps 8 bits of mantissa, so
+    # the lengths move by a few hundredths at most, and no class changes but
+    # where two lengths lie that close. What stays float32 stays exact.
+    with np.load(mnist_path) as data:
+        x = data["x_test"][:32].astype("float32")[..., None] / 255.0
+        y = data["y_test"][:32].astype("int32")
+    full = CapsNet()
+    scores = {"float32": keras.ops.convert_to_numpy(full(x)["lengths"])}
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        mixed = CapsNet()
+        mixed.build((None, 28, 28, 1))
+        mixed.set_weights(full.get_weights())
+        outputs = mixed(x)
+        loss = mixed.compute_loss(x, y, outputs)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    scores["mixed"] = keras.ops.convert_to_numpy(outputs["lengths"])
+    assert scores["mixed"].dtype == np.float32
+    assert keras.backend.standardize_dtype(loss.dtype) == "float32"
+    np.testing.assert_allclose(scores["mixed"], scores["float32"], atol=3e-2)
+    margin = np.sort(scores["float32"], axis=-1)
+    clear = margin[:, -1] - margin[:, -2] > 6e-2
+    np.testing.assert_array_equal(
+        scores["mixed"][clear].argmax(-1), scores["float32"][clear].argmax(-1)
+    )
