@@ -10,6 +10,7 @@ way the trainer does. One module per job:
     registry   MODELS: one builder per `--model`; default_jit_compile
     runs       run folders, config.json, history.csv, resume, the latest run
     devices    one device or data-parallel
+    precision  the dtype policy: what `--dtype-policy auto` picks, and why
     fit        train_run: data, fit, scores, artifacts
     report     the figures, report.md and the printed summary
 
