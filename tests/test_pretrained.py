@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from capsules_keras.data import get_dataset
+from capsules_keras.metrics import binomial_interval
 from capsules_keras.models import (
     PRETRAINED,
     CapsNet,
@@ -16,15 +17,18 @@ from capsules_keras.models import (
 )
 from capsules_keras.models.pretrained import pretrained_path
 
-NAME = "efficient_capsnet_mnist"
+#: The class each shipped model loads as.
+CLASSES = {"capsnet_mnist": CapsNet, "efficient_capsnet_mnist": EfficientCapsNet}
 
 
-@pytest.fixture(scope="module")
-def pretrained():
-    return EfficientCapsNet.from_preset(NAME)
+@pytest.fixture(scope="module", params=sorted(PRETRAINED))
+def pretrained(request):
+    name = request.param
+    return name, CLASSES[name].from_preset(name)
 
 
 def test_every_pretrained_model_has_its_file_and_card():
+    assert set(CLASSES) == set(PRETRAINED)
     for name in PRETRAINED:
         card = pretrained_card(name)
         assert card["name"] == name
@@ -33,11 +37,12 @@ def test_every_pretrained_model_has_its_file_and_card():
 
 
 def test_it_scores_its_card_on_the_10000_test_digits(pretrained, mnist_path):
+    name, model = pretrained
     # mnist-offline.npz holds the full MNIST test set, the card's.
     _, (x_test, y_test), _ = get_dataset("mnist").load(path=mnist_path)
     assert len(y_test) == 10_000
-    card = pretrained_card(NAME)
-    scores = pretrained.predict(x_test, batch_size=500, verbose=0)
+    card = pretrained_card(name)
+    scores = model.predict(x_test, batch_size=500, verbose=0)
     predicted = np.argmax(scores, axis=-1)
     errors = np.flatnonzero(predicted != y_test)
     assert errors.tolist() == card["test_errors"]
@@ -45,11 +50,17 @@ def test_it_scores_its_card_on_the_10000_test_digits(pretrained, mnist_path):
 
 
 def test_it_is_the_model_its_card_describes(pretrained):
-    card = pretrained_card(NAME)
-    assert type(pretrained).__name__ == card["model"]
-    assert pretrained.count_params() == card["parameters"]
-    assert pretrained.count_encoder_params() == card["encoder_parameters"] == 161_824
-    assert CapsuleModel.from_preset(NAME).count_params() == card["parameters"]
+    name, model = pretrained
+    card = pretrained_card(name)
+    assert type(model).__name__ == card["model"]
+    assert model.count_params() == card["parameters"]
+    assert model.count_encoder_params() == card["encoder_parameters"]
+    assert CapsuleModel.from_preset(name).count_params() == card["parameters"]
+    # Shipped in float32 whatever the run trained in; the weights as stored.
+    assert model.dtype_policy.name == "float32"
+    assert {w.dtype for w in model.weights} == {"float32"}
+    interval = binomial_interval(card["test_accuracy"], 10_000)  # Wilson's
+    assert card["test_accuracy_95"] == pytest.approx(list(interval))
 
 
 def test_from_preset_refuses_an_unknown_name():
@@ -59,4 +70,6 @@ def test_from_preset_refuses_an_unknown_name():
 
 def test_from_preset_refuses_another_model_class():
     with pytest.raises(ValueError, match="of class EfficientCapsNet, not CapsNet"):
-        CapsNet.from_preset(NAME)
+        CapsNet.from_preset("efficient_capsnet_mnist")
+    with pytest.raises(ValueError, match="of class CapsNet, not EfficientCapsNet"):
+        EfficientCapsNet.from_preset("capsnet_mnist")

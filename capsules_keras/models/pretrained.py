@@ -13,6 +13,10 @@ from pathlib import Path
 
 #: The shipped models: name -> what it is.
 PRETRAINED = {
+    "capsnet_mnist": (
+        "CapsNet (Sabour et al. 2017), the paper's network, trained on all "
+        "60,000 MNIST training digits with the trainer's paper preset"
+    ),
     "efficient_capsnet_mnist": (
         "EfficientCapsNet (Mazzia et al. 2021) trained on all 60,000 MNIST "
         "training digits with the trainer's paper preset"
