@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
-from capsules_keras.diagnostics import mcnemar, paired_difference
+from capsules_keras.diagnostics import (
+    bonferroni_bound,
+    compare,
+    mcnemar,
+    paired_difference,
+    seed_verdict,
+)
+from capsules_keras.metrics import binomial_interval
 
 # The analyses that notebook 07 alone uses live beside the notebooks.
 sys.path.insert(0, os.path.join(REPO_ROOT, "notebooks"))
@@ -192,3 +199,69 @@ def test_pixel_correlation_matches_numpy_image_by_image():
 def test_pixel_correlation_names_bad_inputs(images, references, match):
     with pytest.raises(ValueError, match=match):
         pixel_correlation(images, references)
+
+
+def test_compare_gathers_both_intervals_and_the_paired_test():
+    rng = np.random.default_rng(3)
+    right_a, right_b = rng.random(200) < 0.8, rng.random(200) < 0.7
+    result = compare(right_a, right_b)
+    assert result.accuracy_a == right_a.mean() and result.accuracy_b == right_b.mean()
+    assert result.interval_a == pytest.approx(binomial_interval(right_a.mean(), 200))
+    assert result.interval_b == pytest.approx(binomial_interval(right_b.mean(), 200))
+    assert (result.a_only, result.b_only, result.p_value) == mcnemar(right_a, right_b)
+    difference = (result.difference, *result.difference_interval)
+    assert difference == paired_difference(right_a, right_b)
+    row = result.row(bound=result.p_value * 2)
+    assert row.startswith(f"{right_a.mean():6.1%} [") and row.endswith("*")
+    assert f"+{result.a_only}/-{result.b_only} p=" in row
+    assert not result.row(bound=result.p_value / 2).endswith("*")
+    assert not result.passes(result.p_value)  # strictly below the bound
+
+
+@pytest.mark.parametrize(
+    "tests, alpha, bound",
+    [(1, 0.05, 0.05), (16, 0.05, 0.003125), (12, 0.01, 0.01 / 12)],
+)
+def test_bonferroni_bound_shares_alpha_among_the_tests(tests, alpha, bound):
+    assert bonferroni_bound(tests, alpha) == pytest.approx(bound, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"tests": 0}, "tests=0"),
+        ({"tests": True}, "tests=True"),
+        ({"tests": 2.0}, "tests=2.0"),
+        ({"tests": 2, "alpha": 1.0}, "alpha=1.0"),
+    ],
+)
+def test_bonferroni_bound_names_bad_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        bonferroni_bound(**kwargs)
+
+
+def test_seed_verdict_reads_every_seed_against_the_bound():
+    # Ten images only A reads right: p = 0.002; two: p = 0.5.
+    strong = compare([True] * 30, [False] * 10 + [True] * 20)
+    weak = compare([True] * 30, [False] * 2 + [True] * 28)
+    behind_strong = compare([False] * 10 + [True] * 20, [True] * 30)
+    behind_weak = compare([False] * 2 + [True] * 28, [True] * 30)
+    assert strong.p_value < 0.01 < weak.p_value
+    cases = {
+        (strong, strong, strong): "supported",
+        (strong,): "supported",
+        (strong, weak, weak): "suggestive",
+        (weak, weak): "suggestive",
+        (weak,): "not seen",
+        (strong, behind_weak): "not seen",
+        (strong, strong, behind_strong): "contradicted",
+    }
+    for comparisons, verdict in cases.items():
+        assert seed_verdict(comparisons, bound=0.01) == verdict, comparisons
+    assert seed_verdict((strong, weak), bound=0.001) == "suggestive"  # none passes
+
+
+@pytest.mark.parametrize("comparisons", [[], [(0.9, 0.8)]])
+def test_seed_verdict_names_what_it_received(comparisons):
+    with pytest.raises(ValueError, match="Received"):
+        seed_verdict(comparisons, bound=0.05)
