@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from capsules_keras.models import CapsNet, baseline_cnn
+from capsules_keras.models import BaselineCNN, CapsNet, baseline_cnn
 
 
 def test_parameter_budget_matches_capsnet():
@@ -41,3 +41,22 @@ def test_probabilities_one_step_and_save_load(tmp_path):
 def test_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         baseline_cnn(**kwargs)
+
+
+def test_integer_images_are_scaled_as_the_capsule_models_scale_them(tmp_path):
+    model = baseline_cnn(num_classes=3, dense_units=8)
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, (4, 28, 28), dtype="uint8")  # as image folders give
+    scaled = x[..., None].astype("float32") / 255
+    probabilities = model.predict(scaled, verbose=0)
+    np.testing.assert_allclose(model.predict(x, verbose=0), probabilities, atol=1e-6)
+    model.save(tmp_path / "cnn.keras")
+    loaded = keras.saving.load_model(tmp_path / "cnn.keras")
+    assert isinstance(loaded, BaselineCNN) and loaded.get_config() == model.get_config()
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), probabilities, atol=1e-6)
+    # Files saved before the class existed hold a plain functional model of
+    # the same layers: they load as one and predict as before.
+    keras.Model(model.inputs, model.outputs).save(tmp_path / "old.keras")
+    old = keras.saving.load_model(tmp_path / "old.keras")
+    assert type(old).__name__ == "Functional"
+    np.testing.assert_allclose(old.predict(scaled, verbose=0), probabilities, atol=1e-6)

@@ -8,7 +8,7 @@ import pytest
 from conftest import NARROW
 
 from capsules_keras.inputs import prepare_images, prepare_labels
-from capsules_keras.models import CapsNet
+from capsules_keras.models import CapsNet, baseline_cnn
 
 
 @pytest.fixture(scope="module")
@@ -159,15 +159,30 @@ def test_datasets_pass_through_unchecked(model, keras_layout):
     assert images.shape == (24, 28, 28, 1) and labels.dtype == np.int32
 
 
-def test_uint8_batches_count_alike_from_arrays_datasets_and_generators(keras_layout):
-    """uint8 digits without a channel axis, as `keras.datasets` gives them:
-    the same loss and predictions fed as arrays, a `tf.data.Dataset`, a
-    `keras.utils.PyDataset` or a generator (the models scale every batch)."""
+def _capsnet():
+    model = CapsNet(**NARROW)
+    model.compile()
+    return model
+
+
+def _cnn():
+    model = baseline_cnn(dense_units=16, dropout_rate=0.0)
+    model.compile(loss="sparse_categorical_crossentropy")
+    return model
+
+
+@pytest.mark.parametrize("make_model", [_capsnet, _cnn], ids=["capsnet", "cnn"])
+def test_uint8_batches_count_alike_from_arrays_datasets_and_generators(
+    keras_layout, make_model
+):
+    """uint8 digits without a channel axis, as `keras.datasets` and image
+    folders give them: the same loss and predictions as the digits in [0, 1]
+    fed as arrays, a `tf.data.Dataset`, a `keras.utils.PyDataset` or a
+    generator (the models, the CNN baseline too, scale every batch)."""
     import tensorflow as tf
 
     x, y = keras_layout  # uint8 (24, 28, 28)
-    model = CapsNet(**NARROW)
-    model.compile()
+    model = make_model()
     halves = [(x[:12], y[:12]), (x[12:], y[12:])]
 
     class Batches(keras.utils.PyDataset):
@@ -187,6 +202,8 @@ def test_uint8_batches_count_alike_from_arrays_datasets_and_generators(keras_lay
     }
     arrays = model.evaluate(x, y, batch_size=12, verbose=0, return_dict=True)
     predicted = model.predict(x, batch_size=12, verbose=0)
+    scaled = x[..., None].astype("float32") / 255  # what the layers must see
+    np.testing.assert_allclose(model.predict(scaled, verbose=0), predicted, atol=1e-6)
     for name, make in fed.items():
         steps = None if name != "generator" else 2
         result = model.evaluate(make(), steps=steps, verbose=0, return_dict=True)

@@ -17,7 +17,8 @@ the papers' arguments:
 - `CapsNet` (Sabour et al. 2017) and `MultiDigitCapsNet` (its MultiMNIST
   task), `EfficientCapsNet` (Mazzia et al. 2021);
 - `MatrixCapsNet`: matrix capsules with EM routing (Hinton et al. 2018);
-- `baseline_cnn`: a plain CNN with CapsNet's parameter budget;
+- `baseline_cnn`: a plain CNN with CapsNet's parameter budget (a
+  `BaselineCNN`, which scales integer images as the capsule models do);
 - `PRETRAINED`: trained models shipped with the package
   (`EfficientCapsNet.from_preset("efficient_capsnet_mnist")`).
 
@@ -27,7 +28,7 @@ their own loss and `analyze` a few images in batches.
 
 from capsules_keras.models.backbone import CapsuleBackbone
 from capsules_keras.models.base import CapsuleModel
-from capsules_keras.models.baseline import baseline_cnn, cnn_units_for
+from capsules_keras.models.baseline import BaselineCNN, baseline_cnn, cnn_units_for
 from capsules_keras.models.capsnet import CapsNet, CapsNetEncoder, capsnet_backbone
 from capsules_keras.models.classifier import CapsuleClassifier
 from capsules_keras.models.efficient import EfficientCapsNet, EfficientEncoder
@@ -36,6 +37,7 @@ from capsules_keras.models.multi_digit import MultiDigitCapsNet, MultiDigitClass
 from capsules_keras.models.pretrained import PRETRAINED, pretrained_card
 
 __all__ = [
+    "BaselineCNN",
     "CapsNet",
     "CapsNetEncoder",
     "CapsuleBackbone",

@@ -4,6 +4,7 @@ import keras
 from keras import layers
 
 from capsules_keras._checks import check_positive_int
+from capsules_keras.inputs import image_batch
 
 
 def baseline_cnn(
@@ -33,6 +34,12 @@ def baseline_cnn(
     units; the paper's: 328) brings the total to 8,214,401 parameters for
     28x28x1 images, within 0.02% of CapsNet's 8,215,568.
 
+    Images are taken as the capsule models take them: integer images
+    (uint8, as image folders and `keras.datasets` give them) are divided by
+    255, and `(batch, height, width)` gets its channel axis, however they are
+    fed (arrays, `tf.data`, `keras.utils.PyDataset`, generators); float
+    images are used as they are, in [0, 1].
+
     Args:
         image_shape: `(height, width, channels)` of the input images.
         num_classes: Number of classes.
@@ -45,8 +52,8 @@ def baseline_cnn(
             targets) instead of the softmax.
 
     Returns:
-        An uncompiled functional `keras.Model` from images to class
-        probabilities; compile it with e.g.
+        An uncompiled `BaselineCNN`, a functional `keras.Model` from images
+        to class probabilities; compile it with e.g.
         `loss="sparse_categorical_crossentropy", metrics=["accuracy"]`
         (`multi_label=True`: `loss="binary_crossentropy"`,
         `metrics=[capsules_keras.metrics.MultiLabelAccuracy(2)]`).
@@ -57,26 +64,82 @@ def baseline_cnn(
     Reference: Sabour et al. (2017), section 5 (the baseline) and section 5.2
     (affNIST: a CNN "with a similar number of parameters").
     """
-    check_positive_int("num_classes", num_classes)
-    check_positive_int("dense_units", dense_units)
-    if not 0 <= dropout_rate < 1:
-        raise ValueError(
-            f"`dropout_rate` must be in [0, 1). Received: dropout_rate={dropout_rate}"
-        )
-    images = keras.Input(tuple(image_shape), name="images")
-    x = images
-    for k in (1, 2, 3):
-        conv = layers.Conv2D(128, 5, padding="same", activation="relu", name=f"conv{k}")
-        x = conv(x)
-        if k < 3:
-            x = layers.MaxPooling2D(2, name=f"pool{k}")(x)
-    x = layers.Flatten(name="flatten")(x)
-    x = layers.Dense(dense_units, activation="relu", name="fc1")(x)
-    x = layers.Dense(192, activation="relu", name="fc2")(x)
-    x = layers.Dropout(dropout_rate, name="dropout")(x)
-    activation = "sigmoid" if multi_label else "softmax"
-    probabilities = layers.Dense(num_classes, activation=activation, name=activation)(x)
-    return keras.Model(images, probabilities, name="baseline_cnn")
+    return BaselineCNN(
+        image_shape=image_shape,
+        num_classes=num_classes,
+        dropout_rate=dropout_rate,
+        multi_label=multi_label,
+        dense_units=dense_units,
+    )
+
+
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class BaselineCNN(keras.Model):
+    """The functional model `baseline_cnn` builds (see it for the layers).
+
+    Its `call` scales a batch with `inputs.image_batch`, as the capsule
+    models' `call` does, before the layers: a plain functional model would
+    cast uint8 images to float32 in 0..255 and train on them without a word.
+    """
+
+    def __init__(
+        self,
+        image_shape=(28, 28, 1),
+        num_classes=10,
+        dropout_rate=0.5,
+        multi_label=False,
+        dense_units=1143,
+        name="baseline_cnn",
+        **kwargs,
+    ):
+        check_positive_int("num_classes", num_classes)
+        check_positive_int("dense_units", dense_units)
+        if not 0 <= dropout_rate < 1:
+            raise ValueError(
+                "`dropout_rate` must be in [0, 1). "
+                f"Received: dropout_rate={dropout_rate}"
+            )
+        images = keras.Input(tuple(image_shape), name="images")
+        x = images
+        for k in (1, 2, 3):
+            conv = layers.Conv2D(
+                128, 5, padding="same", activation="relu", name=f"conv{k}"
+            )
+            x = conv(x)
+            if k < 3:
+                x = layers.MaxPooling2D(2, name=f"pool{k}")(x)
+        x = layers.Flatten(name="flatten")(x)
+        x = layers.Dense(dense_units, activation="relu", name="fc1")(x)
+        x = layers.Dense(192, activation="relu", name="fc2")(x)
+        x = layers.Dropout(dropout_rate, name="dropout")(x)
+        activation = "sigmoid" if multi_label else "softmax"
+        probabilities = layers.Dense(
+            num_classes, activation=activation, name=activation
+        )(x)
+        super().__init__(images, probabilities, name=name, **kwargs)
+        self.image_shape = tuple(image_shape)
+        self.num_classes = num_classes
+        self.dropout_rate = dropout_rate
+        self.multi_label = multi_label
+        self.dense_units = dense_units
+
+    def call(self, inputs, training=None, mask=None):
+        images = image_batch(inputs, self.image_shape)
+        return super().call(images, training=training, mask=mask)
+
+    def get_config(self):
+        return {
+            "image_shape": self.image_shape,
+            "num_classes": self.num_classes,
+            "dropout_rate": self.dropout_rate,
+            "multi_label": self.multi_label,
+            "dense_units": self.dense_units,
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
 
 
 def cnn_units_for(image_shape, num_classes, parameters):
