@@ -23,6 +23,10 @@ import bench_em  # noqa: E402
 import bench_models  # noqa: E402
 import bench_routing  # noqa: E402
 import bench_routings  # noqa: E402
+import choose_weights  # noqa: E402
+import export_pretrained  # noqa: E402
+import image_folders  # noqa: E402
+import mnist_validation_split  # noqa: E402
 import precision_parity  # noqa: E402
 import reference_accuracy  # noqa: E402
 import run_all  # noqa: E402
@@ -222,6 +226,134 @@ def test_precision_parity_tiny(mnist_path, tmp_path):
         1.0,
     )
     assert result["mixed_minus_float32"] == [0.0, 0.0, 0.0]
+
+
+def _tiny_mnist(mnist_path, folder, n=30):
+    with np.load(mnist_path) as data:
+        digits = {key: data[key][:n] for key in data.files}
+    np.savez(folder / "mnist.npz", **digits)
+    return folder / "mnist.npz", digits
+
+
+def _capsnet_weights(folder, seeds):
+    """One untrained paper CapsNet per seed, saved as epoch_1, epoch_2, ..."""
+    from capsules_keras import CapsNet
+
+    folder.mkdir()
+    weights = []
+    for epoch, seed in enumerate(seeds, start=1):
+        keras.utils.set_random_seed(seed)
+        model = CapsNet()
+        model.build((None, 28, 28, 1))
+        model.save_weights(folder / f"epoch_{epoch}.weights.h5")
+        weights.append(model.get_weights())
+    return model, weights
+
+
+def test_mnist_validation_split_holds_out_the_last_digits(mnist_path, tmp_path):
+    source, digits = _tiny_mnist(mnist_path, tmp_path)
+    out = tmp_path / "split.npz"
+    assert mnist_validation_split.main([str(source), str(out), "--validation", "10"])
+    with np.load(out) as split:
+        np.testing.assert_array_equal(split["x_train"], digits["x_train"][:20])
+        np.testing.assert_array_equal(split["y_test"], digits["y_train"][20:])
+    with pytest.raises(SystemExit, match="exists"):
+        mnist_validation_split.main([str(source), str(out)])
+    with pytest.raises(ValueError, match="--validation 30"):
+        mnist_validation_split.main(
+            [str(source), str(tmp_path / "b.npz"), "--validation", "30"]
+        )
+
+
+def test_choose_weights_tiny(mnist_path, tmp_path):
+    data, _ = _tiny_mnist(mnist_path, tmp_path)
+    model, weights = _capsnet_weights(tmp_path / "epochs", seeds=(0, 1, 2))
+    average = tmp_path / "average.weights.h5"
+    flags = [str(tmp_path / "epochs"), "--data", str(data), "--validation", "10"]
+    result = choose_weights.main(
+        [*flags, "--average-last", "2", "--save-average", str(average), "--out", "-"]
+    )
+    assert [c["name"] for c in result["epochs"]] == ["epoch 1", "epoch 2", "epoch 3"]
+    assert result["average"]["name"] == "average of epochs 2-3"
+    assert (result["validation_digits"], result["test_digits"]) == (10, 30)
+    model.load_weights(average)
+    for saved, second, third in zip(model.get_weights(), *weights[1:], strict=True):
+        np.testing.assert_allclose(saved, (second + third) / 2, rtol=1e-5, atol=1e-7)
+    scored = [*result["epochs"], result["average"]]
+    best = max(c["validation_accuracy"] for c in scored)
+    assert result["chosen"]["validation_accuracy"] == best
+    assert result["chosen"] in scored
+    with pytest.raises(ValueError, match="--average-last 4"):
+        choose_weights.main([*flags, "--average-last", "4"])
+
+
+def test_export_pretrained_ships_the_chosen_weights(mnist_path, tmp_path, monkeypatch):
+    from capsules_keras.data import get_dataset
+
+    data, _ = _tiny_mnist(mnist_path, tmp_path)
+    model, weights = _capsnet_weights(tmp_path / "epochs", seeds=(0, 1))
+    run = tmp_path / "run"
+    run.mkdir()
+    model.save(run / "model.keras")  # the run's last weights: epoch 2
+    metrics = {"dataset": "mnist", "training_set": "20 (all)", "backend": "torch"}
+    metrics |= {"keras_version": "3", "preset": "paper", "epochs": 2}
+    metrics |= {"batch_size": 10, "learning_rate": 1e-3, "lr_decay": 0.9}
+    metrics |= {"augment": True, "seed": 0, "dtype_policy": "mixed_bfloat16"}
+    metrics |= {"train_seconds": 1.0, "images_per_second": 40.0}
+    (run / "metrics.json").write_text(json.dumps(metrics | {"test_accuracy": 0.1}))
+    (run / "history.csv").write_text("epoch,val_accuracy\n0,0.1\n1,0.2\n")
+    choice = {"validation_digits": 10, "epochs": [], "average": {}}
+    choice["epochs"] = [
+        {"name": f"epoch {k}", "validation_accuracy": 0.1 * k, "test_accuracy": 0.2}
+        for k in (1, 2)
+    ]
+    choice["chosen"] = choice["epochs"][0] | {
+        "weights": str(tmp_path / "epochs" / "epoch_1.weights.h5")
+    }
+    (tmp_path / "choice.json").write_text(json.dumps(choice))
+    monkeypatch.setattr(export_pretrained, "WEIGHTS", tmp_path / "weights")
+    monkeypatch.setattr(
+        export_pretrained,
+        "pretrained_path",
+        lambda name: tmp_path / "weights" / f"{name}.keras",
+    )
+    args = [str(run), "--name", "capsnet_mnist", "--data", str(data), "--commit", "c"]
+    args += ["--command", "train", "--machine", "here"]
+    export_pretrained.main([*args, "--choice", str(tmp_path / "choice.json")])
+
+    shipped = keras.saving.load_model(tmp_path / "weights" / "capsnet_mnist.keras")
+    for got, want in zip(
+        shipped.get_weights(), weights[0], strict=True
+    ):  # epoch 1's, not 2's
+        np.testing.assert_array_equal(got, want)
+    card = json.loads((tmp_path / "weights" / "capsnet_mnist.json").read_text())
+    _, (x_test, y_test), _ = get_dataset("mnist").load(path=data)
+    predicted = shipped.predict(x_test, verbose=0).argmax(-1)
+    assert card["test_errors"] == np.flatnonzero(predicted != y_test).tolist()
+    assert card["shipped"] == "epoch 1, chosen on the validation digits"
+    assert card["data"] == (
+        "20 training images (the last 10 of 30 held out for validation), 30 test"
+    )
+    assert card["per_epoch_validation_accuracy"] == [0.1, 0.2]
+    assert card["per_epoch_test_accuracy"] == [0.2, 0.2]
+    assert "run_test_accuracy" not in card  # the run scored validation digits
+    with pytest.raises(SystemExit, match="exists"):
+        export_pretrained.main(args)
+
+
+def test_image_folders_writes_shapes_the_trainer_reads(tmp_path):
+    from capsules_keras.data import load_image_folder
+
+    folder = tmp_path / "shapes"
+    flags = ["shapes", str(folder), "--per-class", "4", "--size", "28"]
+    assert image_folders.main(flags) == 12
+    assert {path.suffix for path in folder.rglob("*.*")} <= {".png", ".jpg"}
+    (x_train, y_train), (x_test, y_test), _ = load_image_folder(folder)
+    assert x_train.shape[1:] == (28, 28, 3) and x_train.dtype == np.uint8
+    assert sorted(set(y_train.tolist()) | set(y_test.tolist())) == [0, 1, 2]
+    assert len(y_train) + len(y_test) == 12
+    with pytest.raises(SystemExit, match="exists"):
+        image_folders.main(flags)
 
 
 def test_reference_accuracy_tiny(mnist_path, tmp_path):

@@ -14,6 +14,11 @@ rounding), and writes `capsules_keras/models/weights/<name>.keras` and its
 card `<name>.json` (see `capsules_keras.models.pretrained`). Refuses to
 replace a model that is already there.
 
+With `--choice CHOICE.json` (written by `benchmarks/choose_weights.py` for a
+run that held training digits out for validation) it ships the weights chosen
+there on the validation digits instead of the last epoch's, and the card
+records the validation and test accuracy of every epoch.
+
 With `--weights-dtype float16` the file stores its weights in float16 (half
 the size; Keras casts them to the float32 variables when it loads), only if
 the model so loaded scores the test set exactly as the float32 one: the same
@@ -52,6 +57,9 @@ def main(argv=None):
         default="float32",
         help="how the file stores the weights (they load as float32)",
     )
+    parser.add_argument(
+        "--choice", type=Path, help="ship the weights chosen on validation digits"
+    )
     args = parser.parse_args(argv)
     model_path = pretrained_path(args.name)
     card_path = model_path.with_suffix(".json")
@@ -64,11 +72,17 @@ def main(argv=None):
 
     trained = keras.saving.load_model(args.run_dir / "model.keras")
     model = type(trained).from_config({**trained.get_config(), "dtype": "float32"})
-    _, (x_test, y_test), _ = get_dataset(metrics["dataset"]).load(path=args.data)
+    (_, y_train), (x_test, y_test), _ = get_dataset(metrics["dataset"]).load(
+        path=args.data
+    )
     model.predict(x_test[:1], verbose=0)  # builds it
     model.set_weights(trained.get_weights())
+    if args.choice:
+        choice = json.loads(args.choice.read_text())
+        model.load_weights(choice["chosen"]["weights"])
     scores = model.predict(x_test, verbose=0)
-    if metrics["dtype_policy"] == "float32":  # else it computes in another dtype
+    if metrics["dtype_policy"] == "float32" and not args.choice:  # same weights,
+        # and the same dtype: the copy computes as the run's model does.
         trained_scores = trained.predict(x_test, verbose=0)
         np.testing.assert_allclose(scores, trained_scores, atol=1e-5)
         np.testing.assert_array_equal(scores.argmax(-1), trained_scores.argmax(-1))
@@ -116,7 +130,7 @@ def main(argv=None):
             )
         },
         "weights_dtype": args.weights_dtype,
-        "run_test_accuracy": metrics["test_accuracy"],
+        **({} if args.choice else {"run_test_accuracy": metrics["test_accuracy"]}),
         "test_accuracy": float(np.mean(predicted == y_test)),
         "test_accuracy_95": [
             float(bound)
@@ -126,9 +140,28 @@ def main(argv=None):
         "per_epoch_test_accuracy": [float(row["val_accuracy"]) for row in history],
         "sha256": hashlib.sha256(model_path.read_bytes()).hexdigest(),
     }
+    if args.choice:  # the run evaluated validation digits, not the test's
+        card.update(validation_record(choice, len(y_train), len(y_test)))
     card_path.write_text(json.dumps(card, indent=1) + "\n")
     print(f"{model_path} ({model_path.stat().st_size / 1e6:.1f} MB)")
     print(f"{card_path}: test accuracy {card['test_accuracy']:.2%}")
+
+
+def validation_record(choice, n_train, n_test):
+    """What the card says of a run whose weights were chosen on held-out digits."""
+    held_out = choice["validation_digits"]
+    return {
+        "data": (
+            f"{n_train - held_out:,} training images (the last {held_out:,} of "
+            f"{n_train:,} held out for validation), {n_test:,} test"
+        ),
+        "shipped": f"{choice['chosen']['name']}, chosen on the validation digits",
+        "validation_accuracy": choice["chosen"]["validation_accuracy"],
+        "per_epoch_validation_accuracy": [
+            c["validation_accuracy"] for c in choice["epochs"]
+        ],
+        "per_epoch_test_accuracy": [c["test_accuracy"] for c in choice["epochs"]],
+    }
 
 
 def store_weights_in_float16(path):
