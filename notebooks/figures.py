@@ -32,7 +32,7 @@ from matplotlib.path import Path
 
 from capsules_keras._checks import check_positive_int, check_positive_number
 from capsules_keras.metrics import binomial_interval
-from capsules_keras.plots._common import _image
+from capsules_keras.plots._common import _image, _row_label
 from capsules_keras.plots.multi_digit import overlay_colors
 from capsules_keras.plots.routing import coupling_maps
 from capsules_keras.plots.training import _plot_per_epoch
@@ -1073,7 +1073,7 @@ def plot_pair_routing(
         if r == 0:
             ax.set_title(f"share to {b} of {a} + {b}", fontsize=8)
         if row_titles is not None:
-            axes[r, 1].set_ylabel(row_titles[r], fontsize=8)
+            _row_label(axes[r, 1], row_titles[r])
     fig.colorbar(coupled, ax=axes[:, 1:3], label="mean coupling", shrink=0.9)
     fig.colorbar(split, ax=axes[:, 3], label=f"share to {b}", shrink=0.9)
     return fig

@@ -78,10 +78,12 @@ def test_coupling_coefficients_maps():
         _digits(1)[0],
         couplings,
         grid,
-        row_titles=["first", "last"],
+        row_titles=["first", "inverted dot-product, 3"],
         weights=weights,
         highlight=3,
     )
+    # A long row name is wrapped, to fit the row's height unclipped.
+    assert fig.axes[1 + classes].get_ylabel() == "inverted\ndot-product, 3"
     # The image, 2 rows of 10 maps, the colour bar.
     assert len(fig.axes) == 1 + 2 * classes + 1
     maps = [ax for ax in fig.axes if ax.get_images() and ax.get_title() != "input"]

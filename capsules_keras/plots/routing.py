@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from capsules_keras._checks import check_positive_number
-from capsules_keras.plots._common import _image
+from capsules_keras.plots._common import _image, _row_label
 
 
 def plot_routing_iterations(iterations, metrics, series=None, ylim=None):
@@ -202,7 +202,7 @@ def plot_coupling_coefficients(
                     spine.set_color("tab:red")
                     spine.set_linewidth(2.5)
         if row_titles is not None:
-            axes[r, 1].set_ylabel(row_titles[r], fontsize=8)
+            _row_label(axes[r, 1], row_titles[r])
     # Arrows on the colour bar where a fixed scale cuts values off.
     below, above = int(low < vmin), int(high > vmax)
     extend = ("neither", "min", "max", "both")[below + 2 * above]
