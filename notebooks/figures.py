@@ -685,8 +685,8 @@ def plot_dimension_perturbations(reconstructions, deltas, titles=None, dimension
             Only those rows are drawn, larger, each labelled `"dim d"`.
 
     Returns:
-        A Figure with one axis per digit, each a `dims x steps` mosaic (or
-        `k x steps` with `dimensions`).
+        A Figure with one axis per digit, each a `dims x steps` mosaic, side
+        by side (or `k x steps` with `dimensions`, one under another).
     """
     reconstructions = _mosaics(reconstructions)
     n, dims, steps, height, width = reconstructions.shape[:5]
@@ -712,14 +712,17 @@ def plot_dimension_perturbations(reconstructions, deltas, titles=None, dimension
         tile_size = 0.55
     shown = rows.shape[1]
     gap = 2
+    # All dimensions: the digits side by side. Chosen ones, drawn larger: one
+    # digit under another, so that the figure fits a page at its own size.
+    columns = n if dimensions is None else 1
     fig = Figure(
         figsize=(
-            (tile_size + 0.03) * steps * n + 0.6,
-            tile_size * shown + 0.8,
+            (tile_size + 0.03) * steps * columns + 0.6,
+            (tile_size * shown + 0.8) * (n // columns),
         ),
         layout="constrained",
     )
-    axes = fig.subplots(1, n, squeeze=False)[0]
+    axes = fig.subplots(n // columns, columns, squeeze=False).ravel()
     for k, ax in enumerate(axes):
         # Tiles separated by white lines: (rows * (H + gap), steps * (W + gap)).
         canvas = np.ones((shown * (height + gap) - gap, steps * (width + gap) - gap))
@@ -1262,8 +1265,9 @@ def plot_grouped_intervals(groups, panels, xlabel, references=None):
             a dashed line at `value` (e.g. chance), labelled `name`.
 
     Returns:
-        A Figure with one axis per panel; each series' points are joined
-        across the groups and carry their intervals as error bars. A series
+        A Figure with one axis per panel; each series' points carry their
+        intervals as error bars, not joined by lines (the groups may be
+        categories with no order between them, e.g. shifts and turns). A series
         has one colour in every panel it appears in; each panel's legend lies
         below it.
     """
@@ -1300,7 +1304,7 @@ def plot_grouped_intervals(groups, panels, xlabel, references=None):
                 positions + offset,
                 estimate,
                 yerr=[estimate - low, high - estimate],
-                fmt="-o",
+                fmt="o",
                 markersize=4,
                 capsize=3,
                 color=colours[name],

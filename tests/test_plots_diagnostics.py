@@ -105,6 +105,7 @@ def test_grouped_intervals_one_axis_per_panel_with_bars_and_reference():
     assert sorted(labels) == ["chance", "redrawn"]
     (bars,) = [c for c in second.containers if hasattr(c, "lines")]
     np.testing.assert_allclose(bars.lines[0].get_ydata(), estimate)
+    assert bars.lines[0].get_linestyle() == "None"  # categories: no joining line
     # A series keeps its colour from panel to panel, whatever precedes it.
     redrawn = panels["correlation"]["redrawn"]
     panels = {"a": {"x": panels["correlation"]["overlay"], "redrawn": redrawn}}

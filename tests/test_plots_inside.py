@@ -231,7 +231,9 @@ def test_dimension_perturbations_draw_only_the_chosen_dimensions():
     # Row 0 is dimension 3 (last step 0.35), row 1 dimension 1 (last 0.15).
     np.testing.assert_allclose(canvas[:6, -6:], 0.35)
     np.testing.assert_allclose(canvas[8:, -6:], 0.15)
-    assert fig.get_size_inches()[1] < full.get_size_inches()[1]  # 2 rows of 4
+    # Larger tiles: one digit under another, each as wide as a full row.
+    width, full_width = fig.get_size_inches()[0], full.get_size_inches()[0]
+    assert width < full_width and width / 5 > full_width / (2 * 5)
     # One order per digit, e.g. the top two of rank_dimensions.
     order, _ = figures.rank_dimensions(mosaics)
     fig = figures.plot_dimension_perturbations(mosaics, deltas, dimensions=order[:, :2])
