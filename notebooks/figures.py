@@ -504,6 +504,105 @@ def plot_capsnet_architecture(model):
     return fig
 
 
+def plot_cnn_architecture(model):
+    """Block diagram of a plain CNN such as `baseline_cnn`, drawn as
+    `plot_capsnet_architecture` draws CapsNet, to set the two side by side.
+
+    Every layer is read from `model`: each convolution (with the pooling
+    after it), then each dense layer (with the flattening or dropout before
+    it), in order, with its parameter count and its share of the total, so
+    that where a same-budget CNN puts its parameters shows at a glance.
+
+    Args:
+        model: A functional `keras.Model` made of `Conv2D`, `MaxPooling2D`,
+            `Flatten`, `Dropout` and `Dense` layers.
+
+    Returns:
+        A Figure with one axis: the input and the convolutions as the top row
+        of boxes, the dense layers and the output as the bottom row.
+    """
+    total = model.count_params()
+    features, classifier, before = [], [], []
+    for layer in model.layers:
+        kind = type(layer).__name__
+        if kind == "InputLayer":
+            continue
+        if kind == "Conv2D":
+            shape = layer.output.shape[1:]
+            body = f"{layer.filters} filters, {_window_text(layer)}\n"
+            body += f"{_activation_text(layer)} → {_shape_text(shape)}"
+            features.append(["encoder", f"conv {len(features) + 1}", body, layer])
+        elif kind == "MaxPooling2D" and features:
+            size = "x".join(str(v) for v in layer.pool_size)
+            features[-1][2] += (
+                f"\nmax-pool {size} → {_shape_text(layer.output.shape[1:])}"
+            )
+        elif kind in ("Flatten", "Dropout"):
+            before.append("flatten" if kind == "Flatten" else f"dropout {layer.rate:g}")
+        elif kind == "Dense":
+            body = "\n".join(
+                [*(f"{step} →" for step in before), f"{layer.units:,} units"]
+            )
+            body += f"\n{_activation_text(layer)}"
+            classifier.append(["decoder", f"dense {len(classifier) + 1}", body, layer])
+            before = []
+        else:
+            raise ValueError(
+                "plot_cnn_architecture draws Conv2D, MaxPooling2D, Flatten, "
+                f"Dropout and Dense layers. Received: a {kind} layer ({layer.name!r})"
+            )
+    if not features or not classifier:
+        raise ValueError(
+            "plot_cnn_architecture needs convolutions and dense layers. "
+            f"Received: a model of type {type(model).__name__}"
+        )
+
+    def params(layer):
+        return f"{layer.count_params():,} params ({layer.count_params() / total:.0%})"
+
+    width, height = 12.0, 4.0
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.axis("off")
+    image_shape = tuple(model.input.shape[1:])
+    top = _row(
+        ax,
+        [
+            ("data", "input image", _shape_text(image_shape), None),
+            *(
+                (kind, title, body, params(layer))
+                for kind, title, body, layer in features
+            ),
+        ],
+        y=2.1,
+        height=1.25,
+        width=width,
+    )
+    bottom = _row(
+        ax,
+        [(kind, title, body, params(layer)) for kind, title, body, layer in classifier],
+        y=0.2,
+        height=1.25,
+        width=width,
+    )
+    x, y, w, _ = top[-1]
+    first_x, first_y, first_w, first_h = bottom[0]
+    middle = (y + first_y + first_h) / 2
+    _arrow(
+        ax,
+        [
+            (x + w / 2, y - 0.04),
+            (x + w / 2, middle),
+            (first_x + first_w / 2, middle),
+            (first_x + first_w / 2, first_y + first_h + 0.04),
+        ],
+    )
+    fig.suptitle(f"{model.name}: {total:,} parameters", fontsize=10, y=0.985)
+    return fig
+
+
 def plot_loss_terms(
     history,
     terms=("margin_loss", "reconstruction_loss"),

@@ -118,8 +118,8 @@ def test_robustness_one_axis_per_sweep_one_curve_per_model():
     assert fig.axes[0].get_ylabel() == "test accuracy"
 
 
-def _diagram_texts(model):
-    fig = figures.plot_capsnet_architecture(model)
+def _diagram_texts(model, plot=figures.plot_capsnet_architecture):
+    fig = plot(model)
     (ax,) = fig.axes
     texts = "\n".join([fig._suptitle.get_text()] + [t.get_text() for t in ax.texts])
     return fig, ax, texts
@@ -167,6 +167,38 @@ def test_capsnet_architecture_diagram_reads_the_model(tmp_path):
     assert "8 x 8 grid → 128 capsules" in other_texts  # 8 * 8 * 2
     assert "10 capsules x 6D" in other_texts and "routing, 2 iterations" in other_texts
     assert "FC 1,024" in other_texts and "FC 32" not in other_texts  # 32 * 32 * 1
+
+
+def test_cnn_architecture_diagram_shows_where_the_parameters_sit(tmp_path):
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    from capsules_keras.models import baseline_cnn
+
+    model = baseline_cnn(dense_units=32)
+    fig, ax, texts = _diagram_texts(model, figures.plot_cnn_architecture)
+    # Top: the input and three convolutions; bottom: three dense layers.
+    assert len([p for p in ax.patches if isinstance(p, FancyBboxPatch)]) == 4 + 3
+    assert len([p for p in ax.patches if isinstance(p, FancyArrowPatch)]) == 3 + 1 + 2
+    assert f"baseline_cnn: {model.count_params():,} parameters" in texts
+    assert "128 filters, 5x5, stride 1\nReLU → 28 x 28 x 128" in texts
+    assert "max-pool 2x2 → 14 x 14 x 128" in texts
+    assert "flatten →\n32 units\nReLU" in texts
+    assert "dropout 0.5 →\n10 units\nsoftmax" in texts
+    fc1 = model.get_layer("fc1").count_params()
+    share = fc1 / model.count_params()
+    assert f"{fc1:,} params ({share:.0%})" in texts
+    fig.savefig(tmp_path / "cnn.png")
+
+
+def test_cnn_architecture_names_a_layer_it_cannot_draw():
+    import keras
+
+    inputs = keras.Input((8, 8, 1))
+    x = keras.layers.Conv2D(2, 3)(inputs)
+    x = keras.layers.BatchNormalization(name="norm")(x)
+    outputs = keras.layers.Dense(2)(keras.layers.Flatten()(x))
+    with pytest.raises(ValueError, match="BatchNormalization layer \\('norm'\\)"):
+        figures.plot_cnn_architecture(keras.Model(inputs, outputs))
 
 
 def test_capsnet_architecture_refuses_other_encoders():
