@@ -348,6 +348,34 @@ def _arrow(ax, vertices):
     )
 
 
+def _diagram_canvas(width, height):
+    """A Figure of `width` x `height` inches and one bare axis in inches."""
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.axis("off")
+    return fig, ax
+
+
+def _elbow(ax, upper, lower):
+    """An arrow from the box `upper` (x, y, width, height) down to `lower`, a
+    box of the row below, with an elbow halfway; returns the elbow's height."""
+    x, y, width, _ = upper
+    low_x, low_y, low_width, low_height = lower
+    middle = (y + low_y + low_height) / 2
+    _arrow(
+        ax,
+        [
+            (x + width / 2, y - 0.04),
+            (x + width / 2, middle),
+            (low_x + low_width / 2, middle),
+            (low_x + low_width / 2, low_y + low_height + 0.04),
+        ],
+    )
+    return middle
+
+
 def _row(ax, blocks, y, height, width, gap=0.42, margin=0.2):
     """Boxes left to right from `margin`, joined by arrows; their extents."""
     size = (width - 2 * margin - gap * (len(blocks) - 1)) / len(blocks)
@@ -393,11 +421,7 @@ def plot_capsnet_architecture(model):
     dense = [layer for layer in model.decoder.layers if hasattr(layer, "units")]
 
     width, height = 12.0, 4.0
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(0, width)
-    ax.set_ylim(0, height)
-    ax.axis("off")
+    fig, ax = _diagram_canvas(width, height)
     encoder = _row(
         ax,
         [
@@ -467,19 +491,9 @@ def plot_capsnet_architecture(model):
         height=1.25,
         width=width,
     )
-    # DigitCaps down to the mask, with an elbow between the rows.
-    x, y, w, _ = encoder[3]
-    mask_x, mask_y, mask_w, mask_h = decoder[0]
-    middle = (y + mask_y + mask_h) / 2
-    _arrow(
-        ax,
-        [
-            (x + w / 2, y - 0.04),
-            (x + w / 2, middle),
-            (mask_x + mask_w / 2, middle),
-            (mask_x + mask_w / 2, mask_y + mask_h + 0.04),
-        ],
-    )
+    middle = _elbow(ax, encoder[3], decoder[0])  # DigitCaps down to the mask
+    mask_x, _, mask_w, _ = decoder[0]
+    y = encoder[3][1]
     captions = (
         (mask_x + mask_w / 2 + 0.1, middle + 0.05, "decoder (paper, Figure 2)"),
         (0.2, y + encoder[0][3] + 0.05, "encoder (paper, Figure 1)"),
@@ -561,11 +575,7 @@ def plot_cnn_architecture(model):
         return f"{layer.count_params():,} params ({layer.count_params() / total:.0%})"
 
     width, height = 12.0, 4.0
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(0, width)
-    ax.set_ylim(0, height)
-    ax.axis("off")
+    fig, ax = _diagram_canvas(width, height)
     image_shape = tuple(model.input.shape[1:])
     top = _row(
         ax,
@@ -587,18 +597,7 @@ def plot_cnn_architecture(model):
         height=1.25,
         width=width,
     )
-    x, y, w, _ = top[-1]
-    first_x, first_y, first_w, first_h = bottom[0]
-    middle = (y + first_y + first_h) / 2
-    _arrow(
-        ax,
-        [
-            (x + w / 2, y - 0.04),
-            (x + w / 2, middle),
-            (first_x + first_w / 2, middle),
-            (first_x + first_w / 2, first_y + first_h + 0.04),
-        ],
-    )
+    _elbow(ax, top[-1], bottom[0])  # the last convolution down to the dense layers
     fig.suptitle(f"{model.name}: {total:,} parameters", fontsize=10, y=0.985)
     return fig
 
