@@ -110,7 +110,13 @@ def main(argv=None):
         "command": args.command,
         "commit": args.commit,
         "machine": args.machine,
-        "data": f"{metrics['training_set']} training images, {len(y_test):,} test",
+        "data": (
+            f"{len(y_train) - choice['validation_digits']:,} training images (the "
+            f"last {choice['validation_digits']:,} of {len(y_train):,} held out for "
+            f"validation), {len(y_test):,} test"
+            if args.choice
+            else f"{metrics['training_set']} training images, {len(y_test):,} test"
+        ),
         **{
             key: metrics[key]
             for key in (
@@ -130,31 +136,34 @@ def main(argv=None):
             )
         },
         "weights_dtype": args.weights_dtype,
-        **({} if args.choice else {"run_test_accuracy": metrics["test_accuracy"]}),
         "test_accuracy": float(np.mean(predicted == y_test)),
         "test_accuracy_95": [
             float(bound)
             for bound in binomial_interval(np.mean(predicted == y_test), len(y_test))
         ],
         "test_errors": errors.tolist(),
-        "per_epoch_test_accuracy": [float(row["val_accuracy"]) for row in history],
+        # What the run evaluated after every epoch: the test digits, or
+        # validation digits held out of the training set.
+        **(
+            validation_record(choice)
+            if args.choice
+            else {
+                "run_test_accuracy": metrics["test_accuracy"],
+                "per_epoch_test_accuracy": [
+                    float(row["val_accuracy"]) for row in history
+                ],
+            }
+        ),
         "sha256": hashlib.sha256(model_path.read_bytes()).hexdigest(),
     }
-    if args.choice:  # the run evaluated validation digits, not the test's
-        card.update(validation_record(choice, len(y_train), len(y_test)))
     card_path.write_text(json.dumps(card, indent=1) + "\n")
     print(f"{model_path} ({model_path.stat().st_size / 1e6:.1f} MB)")
     print(f"{card_path}: test accuracy {card['test_accuracy']:.2%}")
 
 
-def validation_record(choice, n_train, n_test):
+def validation_record(choice):
     """What the card says of a run whose weights were chosen on held-out digits."""
-    held_out = choice["validation_digits"]
     return {
-        "data": (
-            f"{n_train - held_out:,} training images (the last {held_out:,} of "
-            f"{n_train:,} held out for validation), {n_test:,} test"
-        ),
         "shipped": f"{choice['chosen']['name']}, chosen on the validation digits",
         "validation_accuracy": choice["chosen"]["validation_accuracy"],
         "per_epoch_validation_accuracy": [
