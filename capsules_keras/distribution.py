@@ -25,6 +25,7 @@ API, and Keras exposes no common one.
 """
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,16 +100,7 @@ def data_parallel(coordinator_address=None, num_processes=None, process_id=None)
                 f"arguments. Received: coordinator_address={coordinator_address}, "
                 f"num_processes={num_processes}, process_id={process_id}"
             )
-        import tensorflow as tf
-
-        if "TF_CONFIG" in os.environ:
-            strategy = tf.distribute.MultiWorkerMirroredStrategy()
-            name = "MultiWorkerMirroredStrategy (TF_CONFIG)"
-        else:
-            gpus = tf.config.list_logical_devices("GPU")
-            devices = gpus or tf.config.list_logical_devices("CPU")
-            strategy = tf.distribute.MirroredStrategy([d.name for d in devices])
-            name = "MirroredStrategy"
+        strategy, name = _tensorflow_strategy()
         replicas = strategy.num_replicas_in_sync
         return DataParallelSetup(
             strategy.scope,
@@ -121,6 +113,28 @@ def data_parallel(coordinator_address=None, num_processes=None, process_id=None)
         "a hand-written DDP loop instead of Model.fit). Set KERAS_BACKEND=jax or "
         f"KERAS_BACKEND=tensorflow. Received: backend={backend!r}"
     )
+
+
+@functools.cache
+def _tensorflow_strategy():
+    """The process's one tensorflow strategy, and its name.
+
+    One per process: a second `MirroredStrategy` numbers its collective
+    operations from the start again, so a second model trained in the same
+    process (of another size) meets the first one's all-reduces under the
+    same keys and tensorflow aborts them ("Shape mismatch in the collective
+    instance 100").
+    """
+    import tensorflow as tf
+
+    if "TF_CONFIG" in os.environ:
+        return (
+            tf.distribute.MultiWorkerMirroredStrategy(),
+            "MultiWorkerMirroredStrategy (TF_CONFIG)",
+        )
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = gpus or tf.config.list_logical_devices("CPU")
+    return tf.distribute.MirroredStrategy([d.name for d in devices]), "MirroredStrategy"
 
 
 def single_device():

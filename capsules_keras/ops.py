@@ -230,7 +230,8 @@ def labels_to_one_hot(labels, num_classes, dtype="float32"):
 
     Integer labels have shape `(batch_size,)` or `(batch_size, 1)`; one-hot
     (or any per-class weights) have shape `(batch_size, num_classes)` and are
-    returned cast to `dtype`.
+    returned cast to `dtype`. With one class the two shapes meet: a column
+    of integers is read as labels (class 0), a float column as one-hot.
 
     Args:
         labels: Integer class indices or one-hot rows.
@@ -241,7 +242,12 @@ def labels_to_one_hot(labels, num_classes, dtype="float32"):
         Tensor of shape `(batch_size, num_classes)`.
     """
     shape = tuple(labels.shape)
-    if len(shape) == 2 and shape[-1] == num_classes:
+    integers = "int" in keras.backend.standardize_dtype(labels.dtype)
+    if (
+        len(shape) == 2
+        and shape[-1] == num_classes
+        and not (integers and num_classes == 1)
+    ):
         return ops.cast(labels, dtype)
     if len(shape) == 2 and shape[-1] == 1:
         labels = ops.squeeze(labels, axis=-1)

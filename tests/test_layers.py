@@ -259,6 +259,16 @@ def test_mask_label_formats_agree(encode):
     )
 
 
+def test_mask_reads_a_column_of_integers_as_labels_with_one_capsule():
+    # (batch_size, 1) has the shape of one-hot rows when there is one capsule;
+    # integers there are the label 0, which keeps the capsule.
+    caps = random(4, 1, 2)
+    for labels in (np.zeros((4, 1), "int32"), np.ones((4, 1), "float32")):
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(Mask()([caps, labels])), caps.reshape(4, 2)
+        )
+
+
 def test_mask_trains_a_decoder():
     caps_in = keras.Input((3, 2))
     label_in = keras.Input((), dtype="int32")
