@@ -42,6 +42,7 @@ from capsules_keras.training import (
     train_run,
     trainer_settings,
 )
+from capsules_keras.training.collapse import TrainingCollapsed
 from capsules_keras.training.config import field_type
 from capsules_keras.training.fit import load_data
 from capsules_keras.training.report import summary
@@ -172,6 +173,8 @@ def main(argv=None):
         )
     except CapacityError as error:  # before the first step: nothing trained
         raise SystemExit(f"error: {error}") from error
+    except TrainingCollapsed as error:  # the epochs so far are in the run folder
+        raise SystemExit(f"error: {error} (run folder: {run_dir})") from error
     print(summary(metrics, run_dir))
     return 0
 

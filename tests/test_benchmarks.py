@@ -25,6 +25,7 @@ import bench_routing  # noqa: E402
 import bench_routings  # noqa: E402
 import choose_weights  # noqa: E402
 import export_pretrained  # noqa: E402
+import first_steps  # noqa: E402
 import image_folders  # noqa: E402
 import mnist_validation_split  # noqa: E402
 import precision_parity  # noqa: E402
@@ -339,6 +340,15 @@ def test_export_pretrained_ships_the_chosen_weights(mnist_path, tmp_path, monkey
     assert "run_test_accuracy" not in card  # the run scored validation digits
     with pytest.raises(SystemExit, match="exists"):
         export_pretrained.main(args)
+
+
+def test_first_steps_tiny(tmp_path):
+    folder = tmp_path / "shapes"
+    image_folders.write_shapes(str(folder), per_class=4)
+    rows = first_steps.main([str(folder), "--steps", "2", "--batch-size", "4"])
+    assert [step for step, _, _ in rows] == [0, 1, 2]
+    for _, primary, classes in rows:
+        assert 0 < primary <= 1 and 0 < classes <= 1
 
 
 def test_image_folders_writes_shapes_the_trainer_reads(tmp_path):

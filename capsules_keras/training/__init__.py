@@ -11,6 +11,7 @@ way the trainer does. One module per job:
     runs       run folders, config.json, history.csv, resume, the latest run
     devices    one device or data-parallel
     precision  the dtype policy: what `--dtype-policy auto` picks, and why
+    collapse   CollapseGuard: stops a run whose capsules saturate or stall
     fit        train_run: data, fit, scores, artifacts
     report     the figures, report.md and the printed summary
 

@@ -17,7 +17,8 @@ import keras
 
 from capsules_keras.capacity import available_memory, check_fits, plan_capacity
 from capsules_keras.data import ArrayBatches, balanced_subset, feed, get_dataset
-from capsules_keras.models import CapsuleModel
+from capsules_keras.models import CapsuleClassifier, CapsuleModel
+from capsules_keras.training.collapse import CollapseGuard
 from capsules_keras.training.devices import describe_devices
 from capsules_keras.training.precision import choose_dtype_policy
 from capsules_keras.training.registry import MODELS, default_jit_compile
@@ -27,6 +28,9 @@ from capsules_keras.training.report import (
     report_figures,
 )
 from capsules_keras.training.runs import EpochLog, read_history
+
+#: Images on which `CollapseGuard` reads the class-capsule lengths.
+COLLAPSE_IMAGES = 64
 
 
 def train_run(config, run_dir, setup, log, verbose=1, data=None):
@@ -149,6 +153,14 @@ def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
             os.path.join(run_dir, "backup"), double_checkpoint=True
         ),
         *(make() for make in choice.callbacks),
+        # Read on held-out images: their shape is the model's for every
+        # dataset (MultiMNIST trains on single digits it pairs itself).
+        CollapseGuard(
+            x_test[:COLLAPSE_IMAGES],
+            dataset.num_classes,
+            config.learning_rate,
+            capsules=isinstance(model, CapsuleClassifier),
+        ),
     ]
     validation_data = None
     if config.validate:
