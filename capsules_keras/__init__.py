@@ -8,6 +8,7 @@ jax and tensorflow backends alike; where one backend takes a faster path to
 the same result, the reason is measured (docs/design-decisions.md).
 """
 
+from capsules_keras.capacity import plan_capacity
 from capsules_keras.layers import (
     ClassMatrixCaps,
     ConvMatrixCaps,
@@ -28,10 +29,17 @@ from capsules_keras.losses import (
     spread_loss,
 )
 from capsules_keras.models import (
+    BaselineCNN,
     CapsNet,
+    CapsNetEncoder,
+    CapsuleBackbone,
+    CapsuleClassifier,
     EfficientCapsNet,
+    EfficientEncoder,
     MatrixCapsNet,
     MultiDigitCapsNet,
+    MultiDigitClassifier,
+    baseline_cnn,
 )
 from capsules_keras.ops import exponential_squash, safe_norm, squash
 from capsules_keras.routing import (
@@ -44,27 +52,35 @@ from capsules_keras.routing import (
 __version__ = "0.2.0"
 
 __all__ = [
+    "BaselineCNN",
     "CapsNet",
+    "CapsNetEncoder",
+    "CapsuleBackbone",
+    "CapsuleClassifier",
     "ClassMatrixCaps",
     "ConvMatrixCaps",
     "DigitCaps",
     "EfficientCapsNet",
+    "EfficientEncoder",
     "Length",
     "MarginLoss",
     "Mask",
     "MatrixCapsNet",
     "MultiDigitCapsNet",
+    "MultiDigitClassifier",
     "PrimaryCaps",
     "PrimaryMatrixCaps",
     "ReconstructionLoss",
     "SpreadLoss",
     "SpreadMarginSchedule",
     "Squash",
+    "baseline_cnn",
     "dynamic_routing",
     "em_routing",
     "exponential_squash",
     "inverted_dot_product_routing",
     "margin_loss",
+    "plan_capacity",
     "reconstruction_loss",
     "safe_norm",
     "self_attention_routing",

