@@ -5,7 +5,12 @@ from keras import InputSpec, initializers, layers, ops
 
 from capsules_keras._checks import check_positive_int, check_rank
 from capsules_keras.ops import get_squash
-from capsules_keras.routing import ROUTINGS, check_routing, get_routing
+from capsules_keras.routing import (
+    DEFAULT_ROUTING,
+    ROUTINGS,
+    check_routing,
+    get_routing,
+)
 
 
 def _check_options(routing, **options):
@@ -128,7 +133,7 @@ class DigitCaps(layers.Layer):
         kernel_constraint=None,
         stop_gradient_votes=False,
         return_coupling=False,
-        routing="dynamic",
+        routing=DEFAULT_ROUTING,
         squash="sabour",
         scale_agreement=True,
         **kwargs,

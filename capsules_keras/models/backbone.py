@@ -15,7 +15,7 @@ backbone, so every encoder trains on every task.
 import keras
 
 from capsules_keras.layers import DigitCaps, legacy_scale_agreement
-from capsules_keras.routing import check_routing
+from capsules_keras.routing import DEFAULT_ROUTING, check_routing
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
@@ -46,7 +46,7 @@ class CapsuleBackbone(keras.layers.Layer):
         encoder,
         num_classes=10,
         digit_dim=16,
-        routing="dynamic",
+        routing=DEFAULT_ROUTING,
         routing_iterations=None,
         scale_agreement=True,
         **kwargs,

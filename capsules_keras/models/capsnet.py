@@ -12,7 +12,12 @@ from capsules_keras._checks import (
 )
 from capsules_keras.layers import PrimaryCaps
 from capsules_keras.models.backbone import CapsuleBackbone
-from capsules_keras.models.classifier import CapsuleClassifier
+from capsules_keras.models.classifier import (
+    DECODER_UNITS,
+    RECONSTRUCTION_WEIGHT,
+    CapsuleClassifier,
+)
+from capsules_keras.routing import DEFAULT_ROUTING
 
 #: The largest primary-capsule grid, a side, that the default strides give:
 #: the paper's largest, 12x12 on its 40x40 images (section 5.2, affNIST), so
@@ -20,6 +25,10 @@ from capsules_keras.models.classifier import CapsuleClassifier
 MAX_PRIMARY_GRID = 12
 #: The paper's strides: the first convolution's, then the primary capsules'.
 PAPER_STRIDES = (1, 2)
+#: The paper's filters of the first convolution, and capsule types of the
+#: primary capsules (section 4).
+CONV_FILTERS = 256
+PRIMARY_CAPSULES = 32
 
 
 def _primary_grid(side, kernel_size, conv_stride, primary_stride):
@@ -137,9 +146,9 @@ class CapsNetEncoder(layers.Layer):
     def __init__(
         self,
         image_shape=(28, 28, 1),
-        conv_filters=256,
+        conv_filters=CONV_FILTERS,
         kernel_size=9,
-        primary_capsules=32,
+        primary_capsules=PRIMARY_CAPSULES,
         primary_dim=8,
         conv_strides=None,
         primary_strides=None,
@@ -237,12 +246,12 @@ def capsnet_backbone(
     num_classes=10,
     *,
     routing_iterations=None,
-    conv_filters=256,
+    conv_filters=CONV_FILTERS,
     kernel_size=9,
-    primary_capsules=32,
+    primary_capsules=PRIMARY_CAPSULES,
     primary_dim=8,
     digit_dim=16,
-    routing="dynamic",
+    routing=DEFAULT_ROUTING,
     scale_agreement=True,
     conv_strides=None,
     primary_strides=None,
@@ -427,14 +436,14 @@ class CapsNet(CapsNetArguments, CapsuleClassifier):
         image_shape=(28, 28, 1),
         num_classes=10,
         routing_iterations=None,
-        reconstruction_weight=0.0005,
-        conv_filters=256,
+        reconstruction_weight=RECONSTRUCTION_WEIGHT,
+        conv_filters=CONV_FILTERS,
         kernel_size=9,
-        primary_capsules=32,
+        primary_capsules=PRIMARY_CAPSULES,
         primary_dim=8,
         digit_dim=16,
-        decoder_units=(512, 1024),
-        routing="dynamic",
+        decoder_units=DECODER_UNITS,
+        routing=DEFAULT_ROUTING,
         scale_agreement=True,
         conv_strides=None,
         primary_strides=None,

@@ -20,6 +20,12 @@ from capsules_keras.losses import MarginLoss, ReconstructionLoss
 from capsules_keras.models.backbone import CapsuleBackbone
 from capsules_keras.models.base import CapsuleModel
 
+#: The paper's weight of the per-image sum of squared reconstruction errors in
+#: the loss (section 4.1): small, so that the margin loss leads.
+RECONSTRUCTION_WEIGHT = 0.0005
+#: The paper's decoder: the sizes of its two hidden ReLU layers (Figure 2).
+DECODER_UNITS = (512, 1024)
+
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
 class CapsuleClassifier(CapsuleModel):
@@ -59,8 +65,8 @@ class CapsuleClassifier(CapsuleModel):
     def __init__(
         self,
         backbone,
-        reconstruction_weight=0.0005,
-        decoder_units=(512, 1024),
+        reconstruction_weight=RECONSTRUCTION_WEIGHT,
+        decoder_units=DECODER_UNITS,
         **kwargs,
     ):
         super().__init__(**kwargs)

@@ -7,7 +7,11 @@ from keras import layers, ops
 from capsules_keras._checks import check_image_shape, collapsed, per_axis
 from capsules_keras.layers import BatchNormalization, Squash
 from capsules_keras.models.backbone import CapsuleBackbone
-from capsules_keras.models.classifier import CapsuleClassifier
+from capsules_keras.models.classifier import (
+    DECODER_UNITS,
+    RECONSTRUCTION_WEIGHT,
+    CapsuleClassifier,
+)
 
 #: The largest last feature map, a side, that the default strides give: a
 #: 40x40 image's (15x15), so that Efficient-CapsNet, like CapsNet, keeps its
@@ -289,9 +293,9 @@ class EfficientCapsNet(CapsuleClassifier):
         num_classes=10,
         routing="self_attention",
         routing_iterations=None,
-        reconstruction_weight=0.0005,
+        reconstruction_weight=RECONSTRUCTION_WEIGHT,
         digit_dim=16,
-        decoder_units=(512, 1024),
+        decoder_units=DECODER_UNITS,
         scale_agreement=True,
         conv_strides=None,
         **kwargs,

@@ -51,6 +51,9 @@ class Routing(NamedTuple):
     fast: Callable = None
 
 
+#: The paper's routing: the default of every layer and model that routes.
+DEFAULT_ROUTING = "dynamic"
+
 #: The routing algorithms of `DigitCaps(routing=...)`. Default iterations:
 #: Sabour et al.'s 3; self-attention routing is one pass; 3 passes of
 #: inverted dot-product attention, the uniform one and two refinements (Tsai

@@ -6,6 +6,7 @@ what `--jit-compile auto` means for it (`default_jit_compile`).
 """
 
 import dataclasses
+import inspect
 
 import keras
 
@@ -147,11 +148,19 @@ def cnn_compile_kwargs(dataset):
     return {"loss": dataset.classifier_loss, "metrics": dataset.metrics()}
 
 
+def signature_defaults(model_class, *names):
+    """`{name: default}` of `model_class`'s arguments `names`: the options a
+    model takes, with the defaults its signature gives them (their one home).
+
+    >>> signature_defaults(CapsNet, "routing", "conv_filters")
+    {'routing': 'dynamic', 'conv_filters': 256}
+    """
+    parameters = inspect.signature(model_class).parameters
+    return {name: parameters[name].default for name in names}
+
+
 #: The options of both vector-capsule models (capsnet, efficient).
-ROUTING_OPTIONS = {
-    "routing_iterations": None,  # the routing algorithm's default
-    "reconstruction_weight": 0.0005,  # the paper's
-}
+ROUTING_OPTIONS = ("routing", "routing_iterations", "reconstruction_weight")
 
 #: Every network the trainer knows, by `--model` name.
 MODELS = {
@@ -159,19 +168,16 @@ MODELS = {
         "CapsNet",
         build_capsnet,
         "capsnet",
-        options={
-            "routing": "dynamic",
-            **ROUTING_OPTIONS,
-            "conv_filters": 256,
-            "primary_capsules": 32,
-        },
+        options=signature_defaults(
+            CapsNet, *ROUTING_OPTIONS, "conv_filters", "primary_capsules"
+        ),
     ),
     # Mazzia et al.'s 161k-parameter network: self-attention routing.
     "efficient": ModelChoice(
         "Efficient-CapsNet",
         build_efficient,
         "capsnet",
-        options={"routing": "self_attention", **ROUTING_OPTIONS},
+        options=signature_defaults(EfficientCapsNet, *ROUTING_OPTIONS),
         # Its step is small convolutions and the primary capsules'
         # contraction, with no strided PrimaryCaps convolution: on
         # tensorflow, XLA trains it faster than graph mode
@@ -189,7 +195,7 @@ MODELS = {
     "em": ModelChoice(
         "Matrix capsules with EM routing",
         build_em,
-        options={"routing_iterations": MatrixCapsNet.ROUTING_ITERATIONS},
+        options=signature_defaults(MatrixCapsNet, "routing_iterations"),
         callbacks=(SpreadMarginSchedule,),
         # Its step is the routing loop, not a strided convolution, so XLA
         # runs it faster than graph mode on tensorflow. On torch,
