@@ -8,6 +8,7 @@ jax and tensorflow backends alike; where one backend takes a faster path to
 the same result, the reason is measured (docs/design-decisions.md).
 """
 
+from capsules_keras import _startup  # noqa: F401 (first: imports Keras quietly)
 from capsules_keras.capacity import plan_capacity
 from capsules_keras.layers import (
     ClassMatrixCaps,

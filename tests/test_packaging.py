@@ -16,6 +16,7 @@ except ModuleNotFoundError:  # Python 3.10
 from conftest import REPO_ROOT
 
 import capsules_keras
+from capsules_keras import _startup
 
 FRAMEWORKS = ("torch", "jax", "jaxlib", "tensorflow")
 
@@ -139,3 +140,34 @@ def test_everything_but_the_figures_works_without_matplotlib(lean_interpreter):
     with open(os.path.join(output_dir, run, "report.md")) as f:
         assert "No figures: they need matplotlib" in f.read()
     assert not [name for name in os.listdir(output_dir / run) if name.endswith(".png")]
+
+
+def test_the_command_line_starts_quietly():
+    # As a user starts it: no log level of ours in the environment.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "capsules_keras.train", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0 and result.stdout.startswith("usage:")
+    assert result.stderr == ""
+
+
+def test_start_up_information_is_held_back_and_warnings_are_not():
+    text = (
+        f"{_startup.COMPANIONS[0]} is called are written to STDERR\n"
+        "I0000 00:00:17.9 1 cpu_feature_guard.cc:227] This binary is optimized\n"
+        "To enable the following instructions: AVX2, rebuild TensorFlow.\n"
+        "W0000 00:00:17.9 1 gpu.cc:1] Cannot dlopen some GPU libraries.\n"
+        "Skipping registering GPU devices...\n"
+        "I0000 00:00:17.9 1 port.cc:153] oneDNN custom operations are on.\n"
+        "UserWarning: a Python warning\n"
+    )
+    assert _startup.without_information(text) == (
+        "W0000 00:00:17.9 1 gpu.cc:1] Cannot dlopen some GPU libraries.\n"
+        "Skipping registering GPU devices...\n"
+        "UserWarning: a Python warning\n"
+    )

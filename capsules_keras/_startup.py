@@ -1,0 +1,61 @@
+"""Imports Keras, keeping tensorflow's start-up information off stderr.
+
+On the tensorflow backend, `import keras` imports tensorflow, whose C++ core
+writes information lines to stderr before its logging is configured (so
+`TF_CPP_MIN_LOG_LEVEL` cannot hide them): that oneDNN is on, that there is no
+CUDA driver, which CPU instructions it was not built for. They would open
+every command's output, `--help` included, and every notebook. This module,
+imported first by the package, imports Keras with stderr held in a file,
+then writes back every line but those information records (warnings,
+errors and Python's own lines pass). Where
+`TF_CPP_MIN_LOG_LEVEL=0` asks for information, or Keras is already imported,
+nothing is held back.
+"""
+
+import os
+import re
+import sys
+import tempfile
+
+#: An information record of tensorflow's C++ log: "I", then the date.
+INFORMATION = re.compile(r"^I\d{4} ")
+#: The lines that come with information records only: absl's before its
+#: logging is set up, and the second line of the CPU-instructions record.
+COMPANIONS = (
+    "WARNING: All log messages before absl::InitializeLog()",
+    "To enable the following instructions:",
+)
+
+
+def without_information(text):
+    """`text` without tensorflow's information records and their companion
+    lines; everything else (warnings, errors, Python's own) stays."""
+    return "".join(
+        line
+        for line in text.splitlines(keepends=True)
+        if not INFORMATION.match(line) and not line.startswith(COMPANIONS)
+    )
+
+
+def import_keras():
+    """`import keras`, its start-up information held back (see above)."""
+    quiet = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1") != "0"
+    if "keras" in sys.modules or not quiet:
+        import keras  # noqa: F401
+
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            import keras  # noqa: F401
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            sys.stderr.write(without_information(held.read()))
+            sys.stderr.flush()
+
+
+import_keras()
