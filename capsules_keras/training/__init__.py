@@ -19,7 +19,7 @@ The names below are what notebooks, scripts and the command lines call;
 the rest is in the module that defines it.
 """
 
-from capsules_keras.training.config import TrainConfig, positive_int, trainer_settings
+from capsules_keras.training.config import TrainConfig, config_flag, trainer_settings
 from capsules_keras.training.devices import describe_devices, parallel_setup
 from capsules_keras.training.fit import test_scores, train_run, training_data
 from capsules_keras.training.presets import DATASET_PRESETS, MODEL_PRESETS, PRESETS
@@ -32,12 +32,12 @@ __all__ = [
     "MODEL_PRESETS",
     "PRESETS",
     "TrainConfig",
+    "config_flag",
     "default_jit_compile",
     "describe_devices",
     "latest_run",
     "new_run_dir",
     "parallel_setup",
-    "positive_int",
     "saved_run",
     "start_run",
     "test_scores",

@@ -444,9 +444,28 @@ def trainer_settings(**flags):
     return dataclasses.replace(config, **read) if read else config
 
 
-def positive_int(text):
-    """The `type` of a positive-integer command-line flag (the evaluator's)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def config_flag(name, **overrides):
+    """`add_argument`'s keywords for another command's flag of the setting `name`.
+
+    What `evaluate` and `predict` share with the trainer takes the
+    `TrainConfig` field's default, help, choices and check from here, so a
+    flag means and accepts the same in every command (`overrides` replaces
+    any of them, e.g. a `default` of None that means "the run folder's").
+    """
+    field = {f.name: f for f in dataclasses.fields(TrainConfig)}[name]
+    kind, check = field_type(field), field.metadata["check"]
+
+    def parse(text):
+        value = kind(text)
+        if check is not None:
+            try:
+                check(name, value)
+            except ValueError as error:
+                raise argparse.ArgumentTypeError(str(error)) from error
+        return value
+
+    help = field.metadata["help"].replace("%", "%%")  # argparse formats help
+    kwargs = {"type": parse, "default": field.default, "help": help}
+    if field.metadata["choices"] is not None:
+        kwargs["choices"] = field.metadata["choices"]
+    return {**kwargs, **overrides}
