@@ -94,6 +94,7 @@ class CollapseGuard(keras.callbacks.Callback):
             raise TrainingCollapsed(self._message(epoch, "stalled"))
 
     def _message(self, epoch, found, lengths=None):
+        smaller = f"--learning-rate {self.learning_rate / 10:g}"
         if found == "stalled":
             losses = " -> ".join(f"{loss:.4f}" for loss in self.history["loss"][-3:])
             what = (
@@ -101,15 +102,18 @@ class CollapseGuard(keras.callbacks.Callback):
                 f"({self.history['accuracy'][-1]:.1%}, 1 in {self.num_classes}) "
                 f"and the loss has stopped moving ({losses})"
             )
+            advice = f"Try a smaller learning rate ({smaller}) or another --model."
         else:
             what = (
                 "every class capsule is at length 1 (mean "
                 f"{np.mean(lengths):.4f} on {len(lengths)} held-out images), "
                 "where the squash passes no gradient"
             )
+            advice = (
+                "The first steps of Adam at learning rate "
+                f"{self.learning_rate:g} moved the capsules too far; try {smaller}."
+            )
         return (
             f"Training collapsed after epoch {epoch + 1}: {what}, so the rest "
-            "of the run would not learn. The first steps of Adam at learning "
-            f"rate {self.learning_rate:g} moved the model too far; try "
-            f"--learning-rate {self.learning_rate / 10:g}."
+            f"of the run would not learn. {advice}"
         )
