@@ -1,16 +1,17 @@
 """Stopping a run that can no longer learn: `CollapseGuard`, `TrainingCollapsed`.
 
-A capsule's length is squashed into (0, 1), and the squash passes almost no
-gradient near either end. Under Adam every weight moves by about the
+A capsule's length is squashed into (0, 1), and near length 1 the squash
+passes almost no gradient. Under Adam every weight moves by about the
 learning rate in the first steps whatever the size of its gradient, and a
 capsule sums thousands of inputs (each primary capsule reads 9 x 9 x 256
 features, each class capsule thousands of votes): on images whose pixels
-are all lit (colour photographs, shapes on a background) one such step can
-push every capsule far past length 1. The margin loss pulls a wrong class
-down with weight 0.5, so with few classes it cannot pull them back, and the
-run goes on at chance to its last epoch (docs/guides/own-images.md, "When
-training collapses", has the measurement). The guard looks after every
-epoch and stops such a run with what it saw and the flag to change.
+are all lit (the coloured shapes of `benchmarks/image_folders.py`) one such
+step can push every capsule far past length 1. The margin loss pulls a
+wrong class down with weight 0.5, so with few classes it cannot pull them
+back, and the run goes on at chance to its last epoch
+(docs/guides/your-own-images.md, "When training collapses", has the
+measurement). The guard looks after every epoch and stops such a run, or
+one stalled at chance, with what it saw and the flag to change.
 """
 
 import keras
