@@ -19,6 +19,7 @@ PACKAGE = ROOT / "capsules_keras"
 
 #: Each part of the package and its place in the dependency order.
 ORDER = {
+    "_startup": 0,
     "_checks": 0,
     "ops": 1,
     "inputs": 1,
