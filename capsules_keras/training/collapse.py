@@ -5,7 +5,7 @@ passes almost no gradient. Under Adam every weight moves by about the
 learning rate in the first steps whatever the size of its gradient, and a
 capsule sums thousands of inputs (each primary capsule reads 9 x 9 x 256
 features, each class capsule thousands of votes): on images whose pixels
-are all lit (the coloured shapes of `benchmarks/image_folders.py`) one such
+are all lit (a folder of coloured shapes on noisy backgrounds) one such
 step can push every capsule far past length 1. The margin loss pulls a
 wrong class down with weight 0.5, so with few classes it cannot pull them
 back, and the run goes on at chance to its last epoch
