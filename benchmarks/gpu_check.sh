@@ -90,8 +90,10 @@ if [ -n "$DRY" ]; then
   BACKENDS=${GPU_CHECK_BACKENDS:-${KERAS_BACKEND:-jax}}
   DATA=${GPU_CHECK_DATA:-${CAPSULES_KERAS_TEST_MNIST:?the dry run trains on \
 \$CAPSULES_KERAS_TEST_MNIST (or GPU_CHECK_DATA)}}
+  # Ours trains in float32 only there, the policy its ratio to labml reads.
   BENCH=(--repeats 1 --warmup 1 --batch-sizes 2 --in-capsules 16
-    --train-steps 1 --train-warmup 1 --train-batch-size 2 --rounds 1)
+    --train-steps 1 --train-warmup 1 --train-batch-size 2 --rounds 1
+    --train-dtype-policies float32)
   # torch.compile's modes run eagerly: on a CPU its C++ compilation would
   # take most of the dry run and exercise torch, not this script.
   export TORCHDYNAMO_DISABLE=1

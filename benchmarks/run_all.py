@@ -357,6 +357,12 @@ def main(argv=None):
     parser.add_argument("--train-batch-size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
+        "--train-dtype-policies",
+        nargs="+",
+        default=["float32", "mixed_bfloat16"],
+        help="ours in each of these Keras dtype policies (float32 gives the ratio)",
+    )
+    parser.add_argument(
         "--train-data", default=DEFAULT_MNIST, help="Keras-layout MNIST .npz"
     )
     parser.add_argument("--output-dir", default=HERE)
@@ -396,6 +402,8 @@ def main(argv=None):
         str(args.train_batch_size),
         "--rounds",
         str(args.rounds),
+        "--dtype-policies",
+        *args.train_dtype_policies,
         "--data",
         args.train_data,
     ]

@@ -153,32 +153,30 @@ def tiny_train(tiny_bench):
 
 
 def test_train_benchmark_tiny(tiny_train):
+    # The dry run asks for ours in float32 only (--train-dtype-policies).
     runs = [(result["impl"], result.get("dtype_policy")) for result in tiny_train]
-    assert runs == [
-        ("labml", None),
-        ("ours", "float32"),
-        ("ours", "mixed_bfloat16"),
-    ]
+    assert runs == [("labml", None), ("ours", "float32")]
     for result in tiny_train:
         assert result["parameters"] == 8_215_568
         assert result["images_per_second"] > 0 and result["rss_peak_mb"] > 0
-    assert (
-        tiny_train[1]["backend"] == tiny_train[2]["backend"] == keras.backend.backend()
-    )
+    assert tiny_train[1]["backend"] == keras.backend.backend()
 
 
 def test_report_from_tiny_results(tmp_path, tiny_routing, tiny_train):
+    # The precision table pairs ours in float32 with ours in mixed_bfloat16.
+    float32 = tiny_train[1]["images_per_second"]
+    mixed = {**tiny_train[1], "dtype_policy": "mixed_bfloat16"}
+    mixed["images_per_second"] = 1.5 * float32
     report = {
         "date": "today",
         "machine": run_all.machine(),
         "routing": tiny_routing,
-        "train": tiny_train,
+        "train": [*tiny_train, mixed],
     }
     run_all.write_report(report, str(tmp_path), notes="notes")
     text = (tmp_path / "README.md").read_text()
     assert "| x |" in text and "ours / labml" in text and "notes" in text
-    float32, mixed = (run["images_per_second"] for run in tiny_train[1:])
-    assert f"| x | {float32:.1f} | {mixed:.1f} | {mixed / float32:.2f}x |" in text
+    assert f"| x | {float32:.1f} | {1.5 * float32:.1f} | 1.50x |" in text
     assert (tmp_path / "results.png").stat().st_size > 1000
     assert (tmp_path / "results.json").exists()
 
