@@ -342,27 +342,25 @@ def _itemsize(layer):
     return 2 if "16" in str(layer.compute_dtype) else 4
 
 
-def _leaves(layer):
-    """The layers `layer` runs, in order: Sequentials and encoders opened."""
-    from capsules_keras.layers import PrimaryCaps
-
-    if isinstance(layer, keras.Sequential):
-        return [leaf for sub in layer.layers for leaf in _leaves(sub)]
-    if isinstance(layer, PrimaryCaps):
-        return [layer]
-    if hasattr(layer, "conv") and hasattr(layer, "primary_caps"):  # an encoder
-        return _leaves(layer.conv) + _leaves(layer.primary_caps)
-    return [layer]
+#: Layers without weights the planner costs as their output alone.
+WEIGHTLESS_LAYERS = (
+    keras.layers.Activation,
+    keras.layers.Dropout,
+    keras.layers.MaxPooling2D,
+    keras.layers.AveragePooling2D,
+    keras.layers.ReLU,
+    keras.layers.Reshape,
+)
 
 
 def _encoder_costs(encoder, input_shape):
-    """Parameters, kept activations and FLOPs of an encoder, layer by layer."""
-    from capsules_keras.layers import PrimaryCaps
+    """Parameters, kept activations and FLOPs of an encoder, layer by layer
+    (`CapsuleEncoder.planned_layers`)."""
+    from capsules_keras.layers import PrimaryCaps, Squash
     from capsules_keras.ops import jax_on_cpu
 
     params = frozen = kept = flops = 0
-    shape = tuple(input_shape)
-    for layer in _leaves(encoder):
+    for layer, shape in encoder.planned_layers(input_shape):
         out = tuple(layer.compute_output_shape(shape))
         size = math.prod(out[1:])
         if isinstance(layer, PrimaryCaps):
@@ -388,16 +386,22 @@ def _encoder_costs(encoder, input_shape):
             p, f = 4 * channels, 0
             frozen += 2 * channels  # the moving mean and variance
             kept += size
-        elif layer.built and layer.weights:  # another layer: its own count
-            p, f = layer.count_params(), 0
-            kept += size
-        else:  # ReLU, Reshape, Squash: no weights
+        elif isinstance(layer, (*WEIGHTLESS_LAYERS, Squash)):
             p, f = 0, 0
             kept += 0 if isinstance(layer, keras.layers.Reshape) else size
+        else:
+            raise ValueError(
+                f"The capacity planner cannot cost the layer {layer.name!r} of "
+                f"type {type(layer).__name__} in the encoder "
+                f"{type(encoder).__name__}: it knows Conv2D, DepthwiseConv2D, "
+                "BatchNormalization, PrimaryCaps and layers without weights "
+                "(capacity.WEIGHTLESS_LAYERS, Squash). List the layers it "
+                "runs in the encoder's `planned_layers`."
+            )
         params += p
         flops += f
-        shape = out
-    return _Costs(params, frozen, kept, flops, shape)
+    output_shape = tuple(encoder.compute_output_shape(tuple(input_shape)))
+    return _Costs(params, frozen, kept, flops, output_shape)
 
 
 def _conv_costs(conv, input_shape, output_shape):

@@ -1,10 +1,19 @@
-"""`baseline_cnn`: CapsNet's parameter budget, trains and saves on every backend."""
+"""The CNNs of the comparisons: `baseline_cnn` (CapsNet's parameter budget)
+and `ResidualCNN` (the residual encoder's trunk) train and save on every
+backend."""
 
 import keras
 import numpy as np
 import pytest
 
-from capsules_keras.models import BaselineCNN, CapsNet, baseline_cnn
+from capsules_keras.models import (
+    BaselineCNN,
+    CapsNet,
+    CapsuleBackbone,
+    ResidualCNN,
+    ResidualEncoder,
+    baseline_cnn,
+)
 
 
 def test_parameter_budget_matches_capsnet():
@@ -60,3 +69,25 @@ def test_integer_images_are_scaled_as_the_capsule_models_scale_them(tmp_path):
     old = keras.saving.load_model(tmp_path / "old.keras")
     assert type(old).__name__ == "Functional"
     np.testing.assert_allclose(old.predict(scaled, verbose=0), probabilities, atol=1e-6)
+
+
+def test_the_residual_cnn_shares_the_capsule_models_trunk(tmp_path):
+    model = ResidualCNN((40, 40, 3), 3, widths=(4, 8, 8))
+    capsules = CapsuleBackbone(ResidualEncoder((40, 40, 3), (4, 8, 8)), 3)
+    capsules.build((None, 40, 40, 3))
+    trunk = [layer.name for layer in model.get_layer("conv").layers]
+    assert trunk == [layer.name for layer in capsules.encoder.conv.layers]
+    assert model.get_layer("conv").count_params() == (
+        capsules.encoder.conv.count_params()
+    )
+    x = np.random.default_rng(0).integers(0, 256, (6, 40, 40, 3), dtype="uint8")
+    y = np.arange(6) % 3
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(x, y, batch_size=3, epochs=1, verbose=0)
+    probabilities = model.predict(x, verbose=0)
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
+    model.save(tmp_path / "residual_cnn.keras")
+    loaded = keras.saving.load_model(tmp_path / "residual_cnn.keras")
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), probabilities, atol=1e-6)
+    assert ResidualCNN((28, 28, 1), 10, multi_label=True).output_shape == (None, 10)

@@ -364,6 +364,19 @@ def test_image_folders_writes_shapes_the_trainer_reads(tmp_path):
         image_folders.main(flags)
 
 
+def test_image_folders_writes_coloured_garments(tmp_path, fashion_path):
+    from capsules_keras.data import load_image_folder
+
+    folder = tmp_path / "fashion"
+    flags = ["fashion", str(folder), "--source", fashion_path, "--per-class", "2"]
+    assert image_folders.main(flags) == 20
+    (x_train, y_train), (x_test, _), origin = load_image_folder(folder)
+    assert x_train.shape[1:] == (40, 40, 3) and len(x_train) + len(x_test) == 20
+    assert "(10 classes, 20 images" in origin and len(set(y_train.tolist())) == 10
+    with pytest.raises(SystemExit, match="--source"):
+        image_folders.main(["fashion", str(tmp_path / "none")])
+
+
 def test_reference_accuracy_tiny(mnist_path, tmp_path):
     out = tmp_path / "labml.json"
     flags = ["--data", mnist_path, "--max-train-samples", "40", "--batch-size", "20"]

@@ -23,12 +23,14 @@ from capsules_keras.models import (
     EfficientCapsNet,
     EfficientEncoder,
     MultiDigitClassifier,
+    ResidualEncoder,
 )
 
 #: The encoders, small: what is tested is the composition.
 ENCODERS = {
     "capsnet": lambda shape: CapsNetEncoder(shape, conv_filters=8, primary_capsules=2),
     "efficient": lambda shape: EfficientEncoder(shape),
+    "residual": lambda shape: ResidualEncoder(shape, (4, 8, 8), primary_capsules=2),
 }
 
 
@@ -114,6 +116,11 @@ def test_the_papers_models_are_compositions():
 def test_a_model_that_is_not_a_backbone_is_refused():
     with pytest.raises(ValueError, match="CapsuleBackbone. Received: backbone"):
         CapsuleClassifier(keras.layers.Dense(4))
+
+
+def test_a_layer_that_is_not_an_encoder_is_refused():
+    with pytest.raises(ValueError, match="CapsuleEncoder.*Received: encoder of type"):
+        CapsuleBackbone(keras.layers.Conv2D(8, 3))
 
 
 def test_with_routing_iterations_keeps_the_composition_and_weights():

@@ -339,3 +339,24 @@ def test_cli_trains_on_a_folder_names_the_classes_and_resumes(
     # Read afresh, the folder has a third class now.
     fresh = trainer_settings(data=str(data), image_size="32")
     assert fresh.class_names == ("added", "sevens", "threes")
+
+
+def test_capsules_on_the_residual_encoder_train_on_a_folder(
+    colour_folder, tmp_path, capsys
+):
+    runs = tmp_path / "runs"
+    args = ["--data", str(colour_folder), "--image-size", "28", "--model", "residual"]
+    args += ["--output-dir", str(runs), "--epochs", "1", "--batch-size", "8"]
+    assert train.main([*args, "--primary-capsules", "2", "--verbose", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "capsules on a residual encoder on image folder 'colour'" in out
+    (run_dir,) = runs.iterdir()
+    with open(run_dir / "config.json") as f:
+        config = json.load(f)
+    # Its options are recorded, the others' left unset.
+    assert (config["model"], config["primary_capsules"]) == ("residual", 2)
+    assert config["routing"] == "dynamic" and config["conv_filters"] is None
+    model = keras.saving.load_model(run_dir / "model.keras")
+    assert type(model.backbone.encoder).__name__ == "ResidualEncoder"
+    with open(run_dir / "metrics.json") as f:
+        assert json.load(f)["parameters"] == model.count_params()

@@ -8,7 +8,7 @@ import pytest
 from conftest import NARROW
 
 from capsules_keras.inputs import prepare_images, prepare_labels
-from capsules_keras.models import CapsNet, baseline_cnn
+from capsules_keras.models import CapsNet, ResidualCNN, baseline_cnn
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,17 @@ def _cnn():
     return model
 
 
-@pytest.mark.parametrize("make_model", [_capsnet, _cnn], ids=["capsnet", "cnn"])
+def _residual_cnn():
+    model = ResidualCNN((28, 28, 1), widths=(4, 4, 4))
+    model.compile(loss="sparse_categorical_crossentropy")
+    return model
+
+
+@pytest.mark.parametrize(
+    "make_model",
+    [_capsnet, _cnn, _residual_cnn],
+    ids=["capsnet", "cnn", "residual_cnn"],
+)
 def test_uint8_batches_count_alike_from_arrays_datasets_and_generators(
     keras_layout, make_model
 ):

@@ -29,6 +29,7 @@ from capsules_keras.models import (
     CapsuleBackbone,
     CapsuleClassifier,
     EfficientEncoder,
+    ResidualEncoder,
 )
 
 #: Narrow networks: what is tested is saving, not a model's size.
@@ -40,6 +41,11 @@ MODELS = {
     # A composition without a name of its own: its config nests the backbone.
     "composed": lambda: CapsuleClassifier(
         CapsuleBackbone(EfficientEncoder(), routing="self_attention"),
+        decoder_units=(16,),
+    ),
+    # Batch normalisation and residual blocks (fused on torch).
+    "residual": lambda: CapsuleClassifier(
+        CapsuleBackbone(ResidualEncoder((28, 28, 1), (4, 8, 8), 2)),
         decoder_units=(16,),
     ),
     "matrix": lambda: MatrixCapsNet(

@@ -4,8 +4,10 @@ A model is a task on a backbone (KerasHub's shape):
 
 ```
 backbone = CapsuleBackbone(encoder, num_classes)  # images -> class capsules
-  encoder: CapsNetEncoder     conv -> PrimaryCaps (Sabour et al. 2017)
+  encoder: a CapsuleEncoder (the contract: models/encoder.py)
+           CapsNetEncoder     conv -> PrimaryCaps (Sabour et al. 2017)
            EfficientEncoder   conv stack -> depthwise capsules (Mazzia et al.)
+           ResidualEncoder    residual blocks -> PrimaryCaps (for photographs)
 model = CapsuleClassifier(backbone)      # one label: lengths, decoder, loss
 model = MultiDigitClassifier(backbone)   # several digits per image
 ```
@@ -18,7 +20,8 @@ the papers' arguments:
   task), `EfficientCapsNet` (Mazzia et al. 2021);
 - `MatrixCapsNet`: matrix capsules with EM routing (Hinton et al. 2018);
 - `baseline_cnn`: a plain CNN with CapsNet's parameter budget (a
-  `BaselineCNN`, which scales integer images as the capsule models do);
+  `BaselineCNN`, which scales integer images as the capsule models do),
+  and `ResidualCNN`, the residual encoder's trunk with a pooled head;
 - `PRETRAINED`: trained models shipped with the package
   (`EfficientCapsNet.from_preset("efficient_capsnet_mnist")`).
 
@@ -28,13 +31,20 @@ their own loss and `analyze` a few images in batches.
 
 from capsules_keras.models.backbone import CapsuleBackbone
 from capsules_keras.models.base import CapsuleModel
-from capsules_keras.models.baseline import BaselineCNN, baseline_cnn, cnn_units_for
+from capsules_keras.models.baseline import (
+    BaselineCNN,
+    ResidualCNN,
+    baseline_cnn,
+    cnn_units_for,
+)
 from capsules_keras.models.capsnet import CapsNet, CapsNetEncoder, capsnet_backbone
 from capsules_keras.models.classifier import CapsuleClassifier
 from capsules_keras.models.efficient import EfficientCapsNet, EfficientEncoder
+from capsules_keras.models.encoder import CapsuleEncoder
 from capsules_keras.models.matrix import MatrixCapsNet
 from capsules_keras.models.multi_digit import MultiDigitCapsNet, MultiDigitClassifier
 from capsules_keras.models.pretrained import PRETRAINED, pretrained_card
+from capsules_keras.models.residual import ResidualBlock, ResidualEncoder
 
 __all__ = [
     "BaselineCNN",
@@ -42,6 +52,7 @@ __all__ = [
     "CapsNetEncoder",
     "CapsuleBackbone",
     "CapsuleClassifier",
+    "CapsuleEncoder",
     "CapsuleModel",
     "EfficientCapsNet",
     "EfficientEncoder",
@@ -49,6 +60,9 @@ __all__ = [
     "MultiDigitCapsNet",
     "MultiDigitClassifier",
     "PRETRAINED",
+    "ResidualBlock",
+    "ResidualCNN",
+    "ResidualEncoder",
     "baseline_cnn",
     "capsnet_backbone",
     "cnn_units_for",

@@ -5,16 +5,18 @@ u    = encoder(images)            # (b, in_capsules, in_dim)  primary capsules
 v, c = DigitCaps(num_classes)(u)  # (b, num_classes, digit_dim), coupling
 ```
 
-The encoder is any layer that turns images into primary capsules and names
-the squash its capsules use (`CapsNetEncoder`, `EfficientEncoder`); the
-backbone adds the class capsules and their routing. Tasks
-(`CapsuleClassifier`, `MultiDigitClassifier`) put a head and a loss on a
-backbone, so every encoder trains on every task.
+The encoder is any `CapsuleEncoder`, a layer that turns images into
+primary capsules and names the squash its capsules use (`CapsNetEncoder`,
+`EfficientEncoder`, `ResidualEncoder`); the backbone adds the class
+capsules and their routing. Tasks (`CapsuleClassifier`,
+`MultiDigitClassifier`) put a head and a loss on a backbone, so every
+encoder trains on every task.
 """
 
 import keras
 
 from capsules_keras.layers import DigitCaps, legacy_scale_agreement
+from capsules_keras.models.encoder import CapsuleEncoder
 from capsules_keras.routing import DEFAULT_ROUTING, check_routing
 
 
@@ -23,11 +25,9 @@ class CapsuleBackbone(keras.layers.Layer):
     """Primary capsules from an encoder, routed to one capsule per class.
 
     Args:
-        encoder: A layer from images `(batch, *image_shape)` to primary
-            capsules `(batch, in_capsules, in_dim)`, with attributes
-            `image_shape` and `squash` (the name of its squash, which the
-            class capsules use too), `conv` (the features) and
-            `primary_caps` (the capsules made from them).
+        encoder: A `CapsuleEncoder`, from images `(batch, *image_shape)`
+            to primary capsules `(batch, in_capsules, in_dim)`; the class
+            capsules use its squash.
         num_classes: Class capsules, one per class.
         digit_dim: Dimension of the class capsules (16).
         routing: The routing algorithm (`capsules_keras.routing.ROUTINGS`).
@@ -52,6 +52,13 @@ class CapsuleBackbone(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if not isinstance(encoder, CapsuleEncoder):
+            raise ValueError(
+                "`encoder` must be a CapsuleEncoder (capsules_keras.models."
+                "encoder: it names its image_shape, squash, conv and "
+                "primary_caps). Received: encoder of type "
+                f"{type(encoder).__name__}"
+            )
         self.encoder = encoder
         self.num_classes = num_classes
         self.digit_dim = digit_dim

@@ -1,10 +1,30 @@
-"""The CNN baseline of the comparisons: CapsNet's parameter budget, no capsules."""
+"""The CNNs of the comparisons: CapsNet's parameter budget without capsules,
+and the residual encoder's trunk with a pooled head instead of capsules."""
 
 import keras
 from keras import layers
 
-from capsules_keras._checks import check_positive_int
+from capsules_keras._checks import check_image_shape, check_positive_int
 from capsules_keras.inputs import image_batch
+from capsules_keras.models.residual import WIDTHS, residual_trunk
+
+
+class ScaledImagesModel(keras.Model):
+    """A functional model whose `call` scales a batch with `inputs.image_batch`
+    first, as the capsule models' `call` does: a plain functional model
+    would cast uint8 images to float32 in 0..255 and train on them without
+    a word. Subclasses build their graph on `keras.Input(image_shape)` and
+    set `image_shape`."""
+
+    def call(self, inputs, training=None, mask=None):
+        images = image_batch(inputs, self.image_shape)
+        return super().call(images, training=training, mask=mask)
+
+
+def _class_outputs(x, num_classes, multi_label):
+    """The last layer: a softmax over the classes, or one sigmoid each."""
+    activation = "sigmoid" if multi_label else "softmax"
+    return layers.Dense(num_classes, activation=activation, name=activation)(x)
 
 
 def baseline_cnn(
@@ -74,12 +94,11 @@ def baseline_cnn(
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
-class BaselineCNN(keras.Model):
+class BaselineCNN(ScaledImagesModel):
     """The functional model `baseline_cnn` builds (see it for the layers).
 
-    Its `call` scales a batch with `inputs.image_batch`, as the capsule
-    models' `call` does, before the layers: a plain functional model would
-    cast uint8 images to float32 in 0..255 and train on them without a word.
+    Its `call` scales integer images as the capsule models do
+    (`ScaledImagesModel`).
     """
 
     def __init__(
@@ -112,20 +131,13 @@ class BaselineCNN(keras.Model):
         x = layers.Dense(dense_units, activation="relu", name="fc1")(x)
         x = layers.Dense(192, activation="relu", name="fc2")(x)
         x = layers.Dropout(dropout_rate, name="dropout")(x)
-        activation = "sigmoid" if multi_label else "softmax"
-        probabilities = layers.Dense(
-            num_classes, activation=activation, name=activation
-        )(x)
+        probabilities = _class_outputs(x, num_classes, multi_label)
         super().__init__(images, probabilities, name=name, **kwargs)
         self.image_shape = tuple(image_shape)
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
         self.multi_label = multi_label
         self.dense_units = dense_units
-
-    def call(self, inputs, training=None, mask=None):
-        images = image_batch(inputs, self.image_shape)
-        return super().call(images, training=training, mask=mask)
 
     def get_config(self):
         return {
@@ -134,6 +146,70 @@ class BaselineCNN(keras.Model):
             "dropout_rate": self.dropout_rate,
             "multi_label": self.multi_label,
             "dense_units": self.dense_units,
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="capsules_keras")
+class ResidualCNN(ScaledImagesModel):
+    """The residual encoder's trunk with a pooled head: the CNN to hold
+    capsules on `ResidualEncoder` against.
+
+    ```
+    x = residual_trunk(image_shape, widths)(images)   # (b, 10, 10, 128)
+    x = GlobalAveragePooling2D()(x)                    # (b, 128)
+    p = Dense(num_classes, softmax)(x)                 # class probabilities
+    ```
+
+    (shapes for 40x40 images.) The same layers up to the features as the
+    capsule model's, so that a comparison of the two compares their heads:
+    pooling and one dense layer (as ResNets end) against primary capsules,
+    routing and class capsules. Integer images are scaled as the capsule
+    models scale them.
+
+    Args:
+        image_shape: `(height, width, channels)` of the images.
+        num_classes: Number of classes.
+        widths: Channels of the trunk's three residual blocks.
+        multi_label: Sigmoid outputs (one probability per class) instead
+            of the softmax, as `baseline_cnn`'s.
+        **kwargs: Passed to `keras.Model` (e.g. `name`).
+
+    >>> ResidualCNN((40, 40, 3), 3).count_params()
+    309091
+    """
+
+    def __init__(
+        self,
+        image_shape=(32, 32, 3),
+        num_classes=10,
+        widths=WIDTHS,
+        multi_label=False,
+        name="residual_cnn",
+        **kwargs,
+    ):
+        image_shape = check_image_shape(image_shape)
+        check_positive_int("num_classes", num_classes)
+        images = keras.Input(image_shape, name="images")
+        x = residual_trunk(image_shape, widths)(images)
+        x = layers.GlobalAveragePooling2D(name="pool")(x)
+        probabilities = _class_outputs(x, num_classes, multi_label)
+        super().__init__(images, probabilities, name=name, **kwargs)
+        self.image_shape = image_shape
+        self.num_classes = num_classes
+        self.widths = tuple(widths)
+        self.multi_label = multi_label
+
+    def get_config(self):
+        return {
+            "image_shape": self.image_shape,
+            "num_classes": self.num_classes,
+            "widths": self.widths,
+            "multi_label": self.multi_label,
             "name": self.name,
         }
 

@@ -17,6 +17,7 @@ from capsules_keras.models.classifier import (
     RECONSTRUCTION_WEIGHT,
     CapsuleClassifier,
 )
+from capsules_keras.models.encoder import CapsuleEncoder
 from capsules_keras.routing import DEFAULT_ROUTING
 
 #: The largest primary-capsule grid, a side, that the default strides give:
@@ -111,7 +112,7 @@ def capsnet_strides(
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
-class CapsNetEncoder(layers.Layer):
+class CapsNetEncoder(CapsuleEncoder):
     """CapsNet's encoder: a ReLU convolution, then convolutional primary capsules.
 
     ```
@@ -194,11 +195,6 @@ class CapsNetEncoder(layers.Layer):
             self.primary_strides,
             name="primary_caps",
         )
-
-    def build(self, input_shape):
-        self.conv.build(input_shape)
-        self.primary_caps.build(self.conv.compute_output_shape(input_shape))
-        self.built = True
 
     def call(self, images, training=None):
         return self.primary_caps(self.conv(images))

@@ -12,6 +12,7 @@ from capsules_keras.models.classifier import (
     RECONSTRUCTION_WEIGHT,
     CapsuleClassifier,
 )
+from capsules_keras.models.encoder import CapsuleEncoder
 
 #: The largest last feature map, a side, that the default strides give: a
 #: 40x40 image's (15x15), so that Efficient-CapsNet, like CapsNet, keeps its
@@ -89,7 +90,7 @@ def efficient_strides(image_shape, conv_strides=None):
 
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
-class EfficientEncoder(layers.Layer):
+class EfficientEncoder(CapsuleEncoder):
     """Efficient-CapsNet's encoder: four convolutions, then depthwise capsules.
 
     ```
@@ -167,11 +168,6 @@ class EfficientEncoder(layers.Layer):
             ],
             name="primary_caps",
         )
-
-    def build(self, input_shape):
-        self.conv.build(input_shape)
-        self.primary_caps.build(self.conv.compute_output_shape(input_shape))
-        self.built = True
 
     def call(self, images, training=None):
         return self.primary_capsules(self.conv(images, training=training))

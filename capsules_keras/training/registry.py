@@ -15,11 +15,14 @@ from capsules_keras.losses import SpreadMarginSchedule
 from capsules_keras.models import (
     CapsNet,
     CapsuleBackbone,
+    CapsuleClassifier,
     EfficientCapsNet,
     EfficientEncoder,
     MatrixCapsNet,
     MultiDigitCapsNet,
     MultiDigitClassifier,
+    ResidualCNN,
+    ResidualEncoder,
     baseline_cnn,
     cnn_units_for,
 )
@@ -114,6 +117,25 @@ def build_efficient(image_shape, dataset, config):
     )
 
 
+def build_residual(image_shape, dataset, config):
+    """Capsules on `ResidualEncoder`, under the dataset's task."""
+    backbone = CapsuleBackbone(
+        ResidualEncoder(image_shape, primary_capsules=config.primary_capsules),
+        num_classes=dataset.num_classes,
+        routing=config.routing,
+        routing_iterations=config.routing_iterations,
+    )
+    if dataset.multi_label:
+        return MultiDigitClassifier(
+            backbone,
+            digits_per_image=dataset.objects_per_image,
+            reconstruction_weight=config.reconstruction_weight,
+        )
+    return CapsuleClassifier(
+        backbone, reconstruction_weight=config.reconstruction_weight
+    )
+
+
 def build_em(image_shape, dataset, config):
     return MatrixCapsNet(
         image_shape=image_shape,
@@ -140,6 +162,13 @@ def build_cnn(image_shape, dataset, config):
         dataset.num_classes,
         multi_label=dataset.multi_label,
         dense_units=units,
+    )
+
+
+def build_residual_cnn(image_shape, dataset, config):
+    """`ResidualCNN`: the residual encoder's trunk with a pooled head."""
+    return ResidualCNN(
+        image_shape, dataset.num_classes, multi_label=dataset.multi_label
     )
 
 
@@ -190,6 +219,18 @@ MODELS = {
         # (docs/design-decisions.md, "Compiling the training step").
         compile_from={"torch": 120_000},
     ),
+    # Capsules on a small residual network that shrinks the map first
+    # (models/residual.py): the encoder for photographs.
+    "residual": ModelChoice(
+        "capsules on a residual encoder",
+        build_residual,
+        "capsnet",
+        options={
+            **signature_defaults(CapsuleBackbone, "routing", "routing_iterations"),
+            **signature_defaults(CapsuleClassifier, "reconstruction_weight"),
+            **signature_defaults(ResidualEncoder, "primary_capsules"),
+        },
+    ),
     # Hinton et al.'s matrix capsules, scaled for 28x28 images (63k
     # parameters): EM routing, the spread loss with its rising margin.
     "em": ModelChoice(
@@ -207,6 +248,10 @@ MODELS = {
     # The same-budget CNN of `models.baseline_cnn`, for comparisons that run
     # through the same command, data and schedule.
     "cnn": ModelChoice("baseline CNN", build_cnn, "two_hot", cnn_compile_kwargs),
+    # The trunk of `residual` with pooling and a dense layer: its CNN.
+    "residual_cnn": ModelChoice(
+        "residual CNN", build_residual_cnn, "two_hot", cnn_compile_kwargs
+    ),
 }
 
 
