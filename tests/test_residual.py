@@ -53,6 +53,7 @@ def test_a_block_projects_its_shortcut_only_where_the_shape_changes():
     strided = ResidualBlock(6, strides=2)
     assert tuple(strided(x).shape) == (2, 4, 4, 6)
     assert [layer.name for layer in strided.shortcut.layers] == [
+        "average",
         "project",
         "project_bn",
     ]

@@ -40,13 +40,13 @@ class ResidualBlock(layers.Layer):
 
     ```
     y = relu(bn(conv3x3(relu(bn(conv3x3(x, strides))))) + shortcut(x))
-    shortcut(x) = x, or bn(conv1x1(x, strides)) where the shape changes
+    shortcut(x) = x, or bn(conv1x1(avgpool(x, strides))) where the shape changes
     ```
 
     Args:
         filters: Channels of its output.
-        strides: Strides of its first convolution (and of the shortcut's);
-            2 halves the map.
+        strides: Strides of its first convolution (and the shortcut's
+            pooling); 2 halves the map.
         **kwargs: Passed to `keras.layers.Layer`.
     """
 
@@ -67,9 +67,15 @@ class ResidualBlock(layers.Layer):
 
     def build(self, input_shape):
         if self.strides != 1 or input_shape[-1] != self.filters:
+            # Averaged, then projected (ResNet-D, He et al. 2019): a strided
+            # 1x1 convolution would read one pixel in four. (TensorFlow's
+            # CPU kernels also crash training one.)
             self.shortcut = keras.Sequential(
                 [
-                    _conv(self.filters, 1, self.strides, "project"),
+                    layers.AveragePooling2D(
+                        self.strides, padding="same", name="average"
+                    ),
+                    _conv(self.filters, 1, 1, "project"),
                     BatchNormalization(name="project_bn"),
                 ],
                 name="shortcut",
