@@ -13,12 +13,17 @@ class ScaledImagesModel(keras.Model):
     """A functional model whose `call` scales a batch with `inputs.image_batch`
     first, as the capsule models' `call` does: a plain functional model
     would cast uint8 images to float32 in 0..255 and train on them without
-    a word. Subclasses build their graph on `keras.Input(image_shape)` and
-    set `image_shape`."""
+    a word. Subclasses build their graph on `keras.Input(image_shape)`, set
+    `image_shape` and give their arguments as their config."""
 
     def call(self, inputs, training=None, mask=None):
         images = image_batch(inputs, self.image_shape)
         return super().call(images, training=training, mask=mask)
+
+    @classmethod
+    def from_config(cls, config):
+        # Its config holds its own arguments, not a functional graph.
+        return cls(**config)
 
 
 def _class_outputs(x, num_classes, multi_label):
@@ -149,10 +154,6 @@ class BaselineCNN(ScaledImagesModel):
             "name": self.name,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
 
 @keras.saving.register_keras_serializable(package="capsules_keras")
 class ResidualCNN(ScaledImagesModel):
@@ -212,10 +213,6 @@ class ResidualCNN(ScaledImagesModel):
             "multi_label": self.multi_label,
             "name": self.name,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
 
 
 def cnn_units_for(image_shape, num_classes, parameters):

@@ -9,6 +9,7 @@ from keras import layers, ops
 
 from capsules_keras._checks import check_image_shape, check_positive_int
 from capsules_keras.layers import BatchNormalization, PrimaryCaps
+from capsules_keras.models.capsnet import PRIMARY_CAPSULES
 from capsules_keras.models.encoder import CapsuleEncoder, chain_shapes, opened
 
 #: The largest feature map, a side, that the primary capsules see: the
@@ -203,7 +204,7 @@ class ResidualEncoder(CapsuleEncoder):
         self,
         image_shape=(32, 32, 3),
         widths=WIDTHS,
-        primary_capsules=32,
+        primary_capsules=PRIMARY_CAPSULES,
         primary_dim=8,
         **kwargs,
     ):
