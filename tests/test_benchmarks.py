@@ -26,6 +26,7 @@ import bench_routings  # noqa: E402
 import choose_weights  # noqa: E402
 import export_pretrained  # noqa: E402
 import first_steps  # noqa: E402
+import folder_comparison  # noqa: E402
 import image_folders  # noqa: E402
 import mnist_validation_split  # noqa: E402
 import precision_parity  # noqa: E402
@@ -375,6 +376,62 @@ def test_image_folders_writes_coloured_garments(tmp_path, fashion_path):
     assert "(10 classes, 20 images" in origin and len(set(y_train.tolist())) == 10
     with pytest.raises(SystemExit, match="--source"):
         image_folders.main(["fashion", str(tmp_path / "none")])
+
+
+def test_folder_comparison_pairs_each_seed_and_keeps_finished_runs(tmp_path):
+    # A finished run is read, not run again (no trainer starts here).
+    target = folder_comparison.run_folder(str(tmp_path), "/data/shapes", "cnn", 1)
+    os.makedirs(os.path.join(target, "run"))
+    with open(os.path.join(target, "run", "metrics.json"), "w") as f:
+        f.write("{}")
+    assert folder_comparison.train("/data/shapes", "cnn", 1, 10, target) == (
+        os.path.join(target, "run")
+    )
+    assert target.endswith(os.path.join("shapes", "cnn", "seed1"))
+    # Two seeds of which images each model reads right; the second CNN stopped.
+    right = {
+        "residual": {0: [True] * 30 + [False] * 10, 1: [True] * 40},
+        "cnn": {0: [True] * 20 + [False] * 20, 1: None},
+    }
+    runs = {
+        model: {
+            seed: {"right": None if r is None else np.array(r)}
+            for seed, r in by_seed.items()
+        }
+        for model, by_seed in right.items()
+    }
+    pairs, bound = folder_comparison.compare_folder(
+        "/data/shapes", ["residual", "cnn"], [0, 1], runs
+    )
+    assert bound == 0.025  # two seeds, one comparison
+    (pair, verdict) = pairs
+    assert (pair["seed"], pair["a_only"], pair["b_only"]) == (0, 10, 0)
+    assert pair["difference"] == pytest.approx(0.25)
+    # The verdict says over how many seeds it was reached.
+    assert pair["p_value"] < bound and verdict["verdict"] == "supported"
+    assert verdict["seeds"] == 1
+    report = {
+        "folders": ["/data/shapes"],
+        "models": ["residual", "cnn"],
+        "runs": [
+            {
+                "folder": "/data/shapes",
+                "model": model,
+                "seed": seed,
+                "accuracy": None if r["right"] is None else float(r["right"].mean()),
+                "n_test": 40,
+            }
+            for model, by_seed in runs.items()
+            for seed, r in by_seed.items()
+        ],
+        "pairs": pairs,
+        "bounds": {"/data/shapes": bound},
+    }
+    text = folder_comparison.table(report)
+    assert "| residual | 2 | 87.5% | 75.0%, 100.0% |" in text
+    assert "| cnn | 2 | 50.0% | 50.0%, stopped |" in text
+    assert "| residual - cnn | 0 | +25.0 |" in text
+    assert "verdict over 1 paired seed(s): **supported**" in text
 
 
 def test_reference_accuracy_tiny(mnist_path, tmp_path):
