@@ -20,7 +20,7 @@ from capsules_keras.models import (
     ResidualBlock,
     ResidualEncoder,
 )
-from capsules_keras.models.residual import MAX_FEATURE_MAP, stem_pools
+from capsules_keras.models.residual import MAX_FEATURE_MAP, MOMENTUM, stem_pools
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,18 @@ def test_the_map_is_shrunk_before_the_primary_capsules(image_shape, pools, cells
     assert capsules[1] == cells * 4  # 4 capsule types a cell
     x = np.zeros((2, *image_shape), "float32")
     assert tuple(encoder(x).shape) == (2, *capsules[1:])
+
+
+def test_every_batch_normalisation_follows_the_batches_quickly():
+    encoder = ResidualEncoder((40, 40, 3), (4, 8, 8), 2)
+    encoder.build((None, 40, 40, 3))
+    norms = [
+        layer
+        for layer in encoder._flatten_layers()
+        if isinstance(layer, keras.layers.BatchNormalization)
+    ]
+    assert len(norms) == 1 + 2 * 3 + 2  # the stem, two a block, two shortcuts
+    assert {layer.momentum for layer in norms} == {MOMENTUM}
 
 
 def test_a_block_projects_its_shortcut_only_where_the_shape_changes():

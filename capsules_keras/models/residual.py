@@ -19,6 +19,12 @@ from capsules_keras.models.encoder import CapsuleEncoder, chain_shapes, opened
 MAX_FEATURE_MAP = 12
 #: Channels of the three residual blocks; the second and third halve the map.
 WIDTHS = (32, 64, 128)
+#: The batch normalisations' momentum: their moving statistics follow the
+#: batches' at 0.1 a step (PyTorch's default). Keras' 0.99 averages over
+#: hundreds of steps, and a run on a small folder has no more than that:
+#: its moving statistics still held the first weights' when it ended, and
+#: the model scored far below its training accuracy on its training images.
+MOMENTUM = 0.9
 
 
 def _conv(filters, size, strides, name):
@@ -59,10 +65,10 @@ class ResidualBlock(layers.Layer):
         self.strides = strides
 
         self.conv1 = _conv(filters, 3, strides, "conv1")
-        self.bn1 = BatchNormalization(name="bn1")
+        self.bn1 = BatchNormalization(momentum=MOMENTUM, name="bn1")
         self.relu1 = layers.ReLU(name="relu1")
         self.conv2 = _conv(filters, 3, 1, "conv2")
-        self.bn2 = BatchNormalization(name="bn2")
+        self.bn2 = BatchNormalization(momentum=MOMENTUM, name="bn2")
         self.relu2 = layers.ReLU(name="relu2")
         self.shortcut = None  # set in build, where the input's channels are known
 
@@ -77,7 +83,7 @@ class ResidualBlock(layers.Layer):
                         self.strides, padding="same", name="average"
                     ),
                     _conv(self.filters, 1, 1, "project"),
-                    BatchNormalization(name="project_bn"),
+                    BatchNormalization(momentum=MOMENTUM, name="project_bn"),
                 ],
                 name="shortcut",
             )
@@ -157,7 +163,7 @@ def residual_trunk(image_shape, widths=WIDTHS):
         check_positive_int("widths", width)
     stem = [
         _conv(widths[0], 3, 1, "stem"),
-        BatchNormalization(name="stem_bn"),
+        BatchNormalization(momentum=MOMENTUM, name="stem_bn"),
         layers.ReLU(name="stem_relu"),
     ]
     pools = [
