@@ -1,4 +1,5 @@
-"""Imports Keras, keeping tensorflow's start-up information off stderr.
+"""Imports Keras (and tensorflow), keeping tensorflow's start-up information
+off stderr.
 
 On the tensorflow backend, `import keras` imports tensorflow, whose C++ core
 writes information lines to stderr before its logging is configured (so
@@ -9,9 +10,12 @@ imported first by the package, imports Keras with stderr held in a file,
 then writes back every line but those information records (warnings,
 errors and Python's own lines pass). Where
 `TF_CPP_MIN_LOG_LEVEL=0` asks for information, or Keras is already imported,
-nothing is held back.
+nothing is held back. On the other backends tensorflow starts later, where
+it is installed: `keras.utils.set_random_seed` imports it to seed it too,
+and the trainer seeds inside `information_held()`.
 """
 
+import contextlib
 import os
 import re
 import sys
@@ -37,25 +41,37 @@ def without_information(text):
     )
 
 
-def import_keras():
-    """`import keras`, its start-up information held back (see above)."""
+@contextlib.contextmanager
+def information_held():
+    """Holds stderr in a file while the block runs, then writes it back
+    without tensorflow's information records (see above); where
+    `TF_CPP_MIN_LOG_LEVEL=0` asks for them, or tensorflow has started
+    already, it holds nothing back."""
     quiet = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1") != "0"
-    if "keras" in sys.modules or not quiet:
-        import keras  # noqa: F401
-
+    if not quiet or "tensorflow" in sys.modules:
+        yield
         return
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+") as held:
         os.dup2(held.fileno(), 2)
         try:
-            import keras  # noqa: F401
+            yield
         finally:
+            sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
             held.seek(0)
             sys.stderr.write(without_information(held.read()))
             sys.stderr.flush()
+
+
+def import_keras():
+    """`import keras`, its start-up information held back (see above)."""
+    if "keras" in sys.modules:
+        return
+    with information_held():
+        import keras  # noqa: F401
 
 
 import_keras()

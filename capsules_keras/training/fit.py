@@ -15,6 +15,7 @@ import time
 
 import keras
 
+from capsules_keras._startup import information_held
 from capsules_keras.capacity import available_memory, check_fits, plan_capacity
 from capsules_keras.data import ArrayBatches, balanced_subset, feed, get_dataset
 from capsules_keras.models import CapsuleClassifier, CapsuleModel
@@ -62,8 +63,16 @@ def train_run(config, run_dir, setup, log, verbose=1, data=None):
         keras.config.set_dtype_policy(previous_policy)
 
 
+def seed_run(seed):
+    """`keras.utils.set_random_seed(seed)`, quietly: seeding imports
+    tensorflow where it is installed, on every backend, and its start-up
+    information is held back as at `import capsules_keras` (`_startup`)."""
+    with information_held():
+        keras.utils.set_random_seed(seed)
+
+
 def _train(config, run_dir, setup, log, verbose, data, precision):
-    keras.utils.set_random_seed(config.seed)
+    seed_run(config.seed)
     dataset = run_dataset(config)
     if data is None:
         data = load_data(config, dataset)
