@@ -7,7 +7,8 @@ For every folder, model (`--models`, the trainer's `--model` names) and
 seed, one run of `python -m capsules_keras.train --data FOLDER --model M
 --seed S --epochs E` in a process of its own, every other setting the
 trainer's default, into OUT/<folder>/<model>/seed<S>/ (a run found there
-already is read, not run again, so a stopped comparison resumes). Then
+already, finished or stopped by the trainer, is read, not run again, so an
+interrupted comparison resumes). Then
 each run's model reads its held-out images (the seed draws the split, so
 the models of one seed read the same images), and the first model of
 `--models` is held against each of the others, seed by seed
@@ -16,8 +17,8 @@ interval, McNemar's test against a Bonferroni bound over the seeds and
 comparisons of a folder, and `seed_verdict`). A run the trainer stopped
 (a collapse) counts as stopped: no accuracy, no pair.
 
-Writes OUT/comparison.json (every run, every pair) and OUT/comparison.md
-(the tables).
+Writes OUT/comparison.json (every run, its folder relative to OUT; every
+pair) and OUT/comparison.md (the tables).
 """
 
 import argparse
@@ -44,11 +45,16 @@ def train(folder, model, seed, epochs, target):
     finished = glob.glob(os.path.join(target, "*", "metrics.json"))
     if finished:
         return os.path.dirname(finished[0])
+    log_path = os.path.join(target, "train.log")
+    if os.path.isfile(log_path):
+        with open(log_path) as log:
+            if "\nerror: " in log.read():  # the trainer stopped it
+                return None
     os.makedirs(target, exist_ok=True)
     command = [sys.executable, "-m", "capsules_keras.train", "--data", folder]
     command += ["--model", model, "--seed", str(seed), "--epochs", str(epochs)]
     command += ["--output-dir", target, "--verbose", "0"]
-    with open(os.path.join(target, "train.log"), "w") as log:
+    with open(log_path, "w") as log:
         result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
     finished = glob.glob(os.path.join(target, "*", "metrics.json"))
     if result.returncode or not finished:
@@ -116,12 +122,8 @@ def table(report):
     for folder in report["folders"]:
         name = os.path.basename(os.path.normpath(folder))
         runs = [r for r in report["runs"] if r["folder"] == folder]
-        lines += [
-            f"### {name}",
-            "",
-            f"`{folder}`, {runs[0]['n_test']} held-out images",
-            "",
-        ]
+        held_out = next((r["n_test"] for r in runs if r["n_test"]), 0)
+        lines += [f"### {name}", "", f"{held_out} held-out images a seed", ""]
         lines += ["| model | seeds | mean | per seed |", "|---|---|---|---|"]
         for model in report["models"]:
             mine = [r for r in runs if r["model"] == model]
@@ -171,7 +173,7 @@ def main(argv=None):
     report = {
         "backend": keras.backend.backend(),
         "epochs": args.epochs,
-        "folders": [os.path.abspath(f) for f in args.folders],
+        "folders": args.folders,
         "models": args.models,
         "seeds": args.seeds,
         "runs": [],
@@ -191,7 +193,7 @@ def main(argv=None):
                         "folder": folder,
                         "model": model,
                         "seed": seed,
-                        "run": run or target,
+                        "run": os.path.relpath(run or target, args.out),
                         "accuracy": None if right is None else float(right.mean()),
                         "n_test": None if right is None else int(right.size),
                     }

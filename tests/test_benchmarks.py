@@ -388,6 +388,12 @@ def test_folder_comparison_pairs_each_seed_and_keeps_finished_runs(tmp_path):
         os.path.join(target, "run")
     )
     assert target.endswith(os.path.join("shapes", "cnn", "seed1"))
+    # ... nor is one the trainer stopped (its log ends with the error).
+    stopped = folder_comparison.run_folder(str(tmp_path), "/data/shapes", "cnn", 2)
+    os.makedirs(stopped)
+    with open(os.path.join(stopped, "train.log"), "w") as f:
+        f.write("Model: baseline CNN\nerror: Training collapsed after epoch 4\n")
+    assert folder_comparison.train("/data/shapes", "cnn", 2, 10, stopped) is None
     # Two seeds of which images each model reads right; the second CNN stopped.
     right = {
         "residual": {0: [True] * 30 + [False] * 10, 1: [True] * 40},
