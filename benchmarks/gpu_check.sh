@@ -201,10 +201,8 @@ if ! why=$("$PY" -c "import labml_nn.capsule_networks" 2>&1); then
 fi
 
 for backend in "${available[@]}"; do
+  # The devices each backend sees: in every trainer run's log and metrics.
   export KERAS_BACKEND=$backend
-  step "devices-$backend" "$PY" -c "import keras; \
-from capsules_keras.training import describe_devices; \
-print(keras.backend.backend(), describe_devices())"
   if [ -n "$LABML" ]; then
     # shellcheck disable=SC2086  # the extra flags split into words
     step "bench-$backend" "$PY" benchmarks/run_all.py --backends "$backend" \
