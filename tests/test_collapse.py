@@ -33,12 +33,13 @@ def test_stalled_needs_three_flat_epochs_at_chance():
 
 def test_a_collapsing_run_stops_after_its_first_epoch_and_says_why(tmp_path):
     # The new user's first folder: three shapes in colour, every pixel lit. At
-    # the trainer's defaults Adam's first steps push every capsule past
-    # length 1, where the squash passes no gradient.
+    # the trainer's learning rate the paper's network (a folder's default was
+    # it) has every capsule past length 1 after Adam's first steps, where the
+    # squash passes no gradient.
     folder = tmp_path / "shapes"
     image_folders.write_shapes(str(folder), per_class=10)
     output = tmp_path / "runs"
-    args = ["--data", str(folder), "--epochs=4", "--batch-size=8"]
+    args = ["--data", str(folder), "--model=capsnet", "--epochs=4", "--batch-size=8"]
     with pytest.raises(SystemExit) as stop:
         train.main([*args, "--output-dir", str(output), "--verbose", "0"])
     message = str(stop.value)

@@ -34,6 +34,8 @@ from capsules_keras.training.runs import resumed_config
 GREY_COUNTS = {"zero": 10, "one": 10, "two": 5}
 #: The trainer's flags of a tiny run of a narrow CapsNet.
 TINY = (
+    "--model",
+    "capsnet",
     "--epochs",
     "1",
     "--batch-size",
@@ -243,6 +245,10 @@ def test_the_trainer_tells_an_image_folder_from_an_idx_folder(grey_folder, tmp_p
     root, _ = grey_folder
     config = trainer_settings(data=str(root))
     assert config.dataset == "image_folder"
+    # A folder's default model and schedule: Efficient-CapsNet's, 10 epochs.
+    assert (config.model, config.epochs, config.batch_size) == ("efficient", 10, 16)
+    assert trainer_settings(data=str(root), model="capsnet").epochs == 10
+    assert trainer_settings(data=str(root), epochs=3).epochs == 3
     assert config.data == os.path.abspath(root) and config.image_size == "28x28"
     assert config.class_names == ("one", "two", "zero")
     assert config.color_mode == "grayscale" and config.validation_split == 0.2

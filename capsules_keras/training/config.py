@@ -434,8 +434,13 @@ def trainer_settings(**flags):
     data = given.get("data")
     if "dataset" not in given and isinstance(data, str) and is_image_folder(data):
         given["dataset"] = "image_folder"
-    preset, model, dataset = (
-        given.get(name, names[name].default) for name in ("preset", "model", "dataset")
+    preset, dataset = (
+        given.get(name, names[name].default) for name in ("preset", "dataset")
+    )
+    # The dataset's preset may name the model `--model` defaults to for it.
+    model = given.get(
+        "model",
+        preset_overrides(preset, dataset, None).get("model", names["model"].default),
     )
     overrides = preset_overrides(preset, dataset, model)
     kept = {k: v for k, v in overrides.items() if applies(k, model, dataset)}

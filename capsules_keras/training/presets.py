@@ -2,8 +2,10 @@
 
 A preset is a partial override of `TrainConfig`'s fields (a dict of field
 names); `trainer_settings` applies `PRESETS[preset]`, then
-`DATASET_PRESETS[dataset][preset]`, then `MODEL_PRESETS[model][preset]`,
-then the flags given.
+`MODEL_PRESETS[model][preset]`, then `DATASET_PRESETS[dataset][preset]`,
+then the flags given: what a dataset needs (how long an epoch of it is)
+outranks a model's schedule, which was tuned on MNIST. A dataset's preset
+may name the model too (`model`): the one `--model` defaults to for it.
 
 quick   minutes on a laptop CPU: 5,000 training images. `TrainConfig`'s
         defaults are this preset's, so it changes nothing.
@@ -44,6 +46,15 @@ DATASET_PRESETS = {
         # The paper's network; the paper trained on 60M pairs (1,000 per
         # digit), this preset on 50 x 60,000 freshly drawn ones.
         "paper": {"pairs_per_epoch": 60_000},
+    },
+    # A user's folder: Efficient-CapsNet (with its own schedule, batch 16,
+    # Adam 5e-4), which learned both folders of benchmarks/folder-comparison
+    # where the paper's network did not (docs/guides/your-own-images.md,
+    # "Which model"); 10 epochs, since a folder of hundreds of images is an
+    # epoch of tens of steps.
+    "image_folder": {
+        "quick": {"model": "efficient", "epochs": 10},
+        "paper": {"model": "efficient"},
     },
 }
 #: What a preset changes for a model.
@@ -98,6 +109,6 @@ def preset_overrides(preset, dataset, model):
     """
     return {
         **PRESETS.get(preset, {}),
-        **DATASET_PRESETS.get(dataset, {}).get(preset, {}),
         **MODEL_PRESETS.get(model, {}).get(preset, {}),
+        **DATASET_PRESETS.get(dataset, {}).get(preset, {}),
     }
