@@ -86,6 +86,9 @@ def test_the_residual_cnn_shares_the_capsule_models_trunk(tmp_path):
     model.fit(x, y, batch_size=3, epochs=1, verbose=0)
     probabilities = model.predict(x, verbose=0)
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
+    # uint8 images are scaled as the capsule models scale them.
+    scaled = model.predict(x.astype("float32") / 255, verbose=0)
+    np.testing.assert_allclose(scaled, probabilities, atol=1e-6)
     model.save(tmp_path / "residual_cnn.keras")
     loaded = keras.saving.load_model(tmp_path / "residual_cnn.keras")
     assert loaded.get_config() == model.get_config()
