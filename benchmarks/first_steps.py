@@ -48,7 +48,8 @@ def main(argv=None):
         max_train_samples=args.max_train_samples,
         seed=args.seed,
     )
-    x, y, *_ = load_data(config)
+    data = load_data(config)
+    x, y = data.x_train, data.y_train
     x = x.astype("float32") / (255 if x.dtype == np.uint8 else 1)
     x = x if x.ndim == 4 else x[..., None]
     model = CapsNet(x.shape[1:], int(y.max()) + 1)

@@ -69,10 +69,10 @@ def right_answers(run, folder, seed):
     from capsules_keras.training import trainer_settings
     from capsules_keras.training.fit import load_data
 
-    *_, x_test, y_test, _, _ = load_data(trainer_settings(data=folder, seed=seed))
+    data = load_data(trainer_settings(data=folder, seed=seed))
     model = keras.saving.load_model(os.path.join(run, "model.keras"))
-    scores = model.predict(x_test, batch_size=100, verbose=0)
-    return np.asarray(scores).argmax(-1) == y_test
+    scores = model.predict(data.x_test, batch_size=100, verbose=0)
+    return np.asarray(scores).argmax(-1) == data.y_test
 
 
 def compare_folder(folder, models, seeds, runs):

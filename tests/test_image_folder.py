@@ -338,10 +338,11 @@ def test_cli_trains_on_a_folder_names_the_classes_and_resumes(
     monkeypatch.chdir(runs)
     config = resumed_config(str(unfinished))
     assert run_dataset(config).class_names == ("sevens", "threes")
-    x_train, y_train, x_test, y_test, _, _ = load_data(config)
-    assert x_train.shape == (16, 32, 32, 3) and np.bincount(y_test).tolist() == [2, 2]
+    run_data = load_data(config)
+    assert run_data.x_train.shape == (16, 32, 32, 3)
+    assert np.bincount(run_data.y_test).tolist() == [2, 2]
     recorded = load_image_folder(data, 32, class_names=["sevens", "threes"])
-    np.testing.assert_array_equal(x_test, recorded[1][0])
+    np.testing.assert_array_equal(run_data.x_test, recorded[1][0])
     # Read afresh, the folder has a third class now.
     fresh = trainer_settings(data=str(data), image_size="32")
     assert fresh.class_names == ("added", "sevens", "threes")

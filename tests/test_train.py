@@ -247,13 +247,15 @@ def test_quick_preset_trains_on_a_balanced_subset_and_paper_on_everything(
     )
     assert cli_config("--max-train-samples", "20000").max_train_samples == 20000
     capped = dataclasses.replace(quick, max_train_samples=1000, seed=3)
-    x_train, y_train, x_test, _, _, available = load_data(capped)
-    assert len(x_train) == 1000 and available == 5000 and len(x_test) == 10000
-    assert np.bincount(y_train).tolist() == [100] * 10
+    data = load_data(capped)
+    assert len(data.x_train) == 1000 and data.available == 5000
+    assert len(data.x_test) == 10000
+    assert np.bincount(data.y_train).tolist() == [100] * 10
+    assert data.training_set == "1,000 of 5,000 (class-balanced subset, seed 3)"
     again = load_data(capped)
-    np.testing.assert_array_equal(again[0], x_train)  # seeded: the same digits
+    np.testing.assert_array_equal(again.x_train, data.x_train)  # seeded: the same
     everything = load_data(quick)  # the offline file holds 5,000: all
-    assert len(everything[0]) == 5000
+    assert len(everything.x_train) == 5000 and everything.training_set == "5,000 (all)"
     assert describe_training_set(5000, 5000, 0) == "5,000 (all)"
 
 

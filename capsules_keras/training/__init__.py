@@ -12,7 +12,7 @@ way the trainer does. One module per job:
     devices    one device or data-parallel
     precision  the dtype policy: what `--dtype-policy auto` picks, and why
     collapse   CollapseGuard: stops a run whose capsules saturate or stall
-    fit        train_run: data, fit, scores, artifacts
+    fit        train_run: data (load_data, RunData), fit, scores, artifacts
     report     the figures, report.md and the printed summary
 
 The names below are what notebooks, scripts and the command lines call;
@@ -21,7 +21,13 @@ the rest is in the module that defines it.
 
 from capsules_keras.training.config import TrainConfig, config_flag, trainer_settings
 from capsules_keras.training.devices import describe_devices, parallel_setup
-from capsules_keras.training.fit import test_scores, train_run, training_data
+from capsules_keras.training.fit import (
+    RunData,
+    load_data,
+    test_scores,
+    train_run,
+    training_data,
+)
 from capsules_keras.training.presets import DATASET_PRESETS, MODEL_PRESETS, PRESETS
 from capsules_keras.training.registry import MODELS, default_jit_compile
 from capsules_keras.training.runs import latest_run, new_run_dir, saved_run, start_run
@@ -31,11 +37,13 @@ __all__ = [
     "MODELS",
     "MODEL_PRESETS",
     "PRESETS",
+    "RunData",
     "TrainConfig",
     "config_flag",
     "default_jit_compile",
     "describe_devices",
     "latest_run",
+    "load_data",
     "new_run_dir",
     "parallel_setup",
     "saved_run",

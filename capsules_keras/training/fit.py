@@ -76,8 +76,6 @@ def _train(config, run_dir, setup, log, verbose, data, precision):
     dataset = run_dataset(config)
     if data is None:
         data = load_data(config, dataset)
-    x_train, y_train, x_test, y_test, origin, available = data
-    training_set = describe_training_set(len(x_train), available, config.seed)
     batch_size = config.batch_size
     log(f"Backend:   {keras.backend.backend()} (Keras {keras.__version__})")
     log(f"Devices:   {describe_devices()}")
@@ -88,11 +86,11 @@ def _train(config, run_dir, setup, log, verbose, data, precision):
         "(not rescaled: one step equals a single-device step on the global batch)"
     )
     log(f"Precision: {precision}")
-    log(f"Data:      {dataset.title} from {origin}")
+    log(f"Data:      {dataset.title} from {data.origin}")
     log(f"Classes:   {describe_classes(dataset.class_names)}")
     log(
-        f"Sizes:     {training_set} {dataset.training_noun}, "
-        f"{len(x_test):,} {dataset.test_noun}"
+        f"Sizes:     {data.training_set} {dataset.training_noun}, "
+        f"{len(data.x_test):,} {dataset.test_noun}"
     )
     settings = dataclasses.asdict(config)
     log(
@@ -101,38 +99,28 @@ def _train(config, run_dir, setup, log, verbose, data, precision):
     )
     log(f"Run:       {run_dir}")
     with setup.scope():
-        metrics = _fit_and_report(
-            config,
-            dataset,
-            run_dir,
-            (x_train, y_train, x_test, y_test),
-            {"origin": origin, "available": available, "training_set": training_set},
-            log,
-            verbose,
-        )
+        model, jit = _compiled_model(config, dataset, data, log)
+        history = _fit(model, config, dataset, data, run_dir, verbose)
+        metrics, scores = _scored(model, config, dataset, data, history, jit)
+    _write_artifacts(run_dir, model, metrics, history, scores, dataset, data)
     return metrics
 
 
-def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
-    x_train, y_train, x_test, y_test = arrays
+def _images_per_epoch(config, data):
+    """MultiMNIST draws `pairs_per_epoch` pairs an epoch; the rest see each
+    training image once."""
+    return config.pairs_per_epoch or len(data.x_train)
+
+
+def _compiled_model(config, dataset, data, log):
+    """`--model`'s network, compiled with the run's schedule, and the
+    `jit_compile` it was given; a capsule model's memory plan is checked."""
     choice = MODELS[config.model]
-    batch_size = config.batch_size
-    train_data, fit_kwargs = training_data(
-        dataset,
-        x_train,
-        y_train,
-        batch_size,
-        seed=config.seed,
-        augment=config.augment,
-        targets=choice.targets,
-        pairs_per_epoch=config.pairs_per_epoch,
-    )
-    images_per_epoch = config.pairs_per_epoch or len(x_train)
-    steps_per_epoch = -(-images_per_epoch // batch_size)
-    model = choice.build(x_test.shape[1:], dataset, config)
+    images_per_epoch = _images_per_epoch(config, data)
+    model = choice.build(data.x_test.shape[1:], dataset, config)
     schedule = keras.optimizers.schedules.ExponentialDecay(
         config.learning_rate,
-        decay_steps=steps_per_epoch,
+        decay_steps=-(-images_per_epoch // config.batch_size),
         decay_rate=config.lr_decay,
         staircase=True,
     )
@@ -147,11 +135,27 @@ def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
     )
     log(f"Model:     {choice.title}, {model.count_params():,} parameters")
     if isinstance(model, CapsuleModel):  # the CNN baseline is not planned
-        plan = plan_capacity(model, batch_size)
+        plan = plan_capacity(model, config.batch_size)
         log("Capacity:  " + plan.table().replace("\n", "\n" + " " * 11))
         budget = config.memory_budget_gb
         check_fits(plan, available_memory() if budget is None else budget * 2**30)
+    return model, jit
 
+
+def _fit(model, config, dataset, data, run_dir, verbose):
+    """Fits the model for the run's epochs; returns its `history.csv`, read
+    back (`read_history`): a resumed run's history holds every epoch."""
+    choice = MODELS[config.model]
+    train_data, fit_kwargs = training_data(
+        dataset,
+        data.x_train,
+        data.y_train,
+        config.batch_size,
+        seed=config.seed,
+        augment=config.augment,
+        targets=choice.targets,
+        pairs_per_epoch=config.pairs_per_epoch,
+    )
     history_path = os.path.join(run_dir, "history.csv")
     callbacks = [
         # The log goes first: see EpochLog.on_epoch_end.
@@ -165,7 +169,7 @@ def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
         # Read on held-out images: their shape is the model's for every
         # dataset (MultiMNIST trains on single digits it pairs itself).
         CollapseGuard(
-            x_test[:COLLAPSE_IMAGES],
+            data.x_test[:COLLAPSE_IMAGES],
             dataset.num_classes,
             config.learning_rate,
             capsules=isinstance(model, CapsuleClassifier),
@@ -173,8 +177,8 @@ def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
     ]
     validation_data = None
     if config.validate:
-        validation_targets = dataset.targets(y_test, choice.targets)
-        validation_data = feed(ArrayBatches(x_test, validation_targets, batch_size))
+        targets = dataset.targets(data.y_test, choice.targets)
+        validation_data = feed(ArrayBatches(data.x_test, targets, config.batch_size))
     model.fit(
         train_data,
         epochs=config.epochs,
@@ -183,15 +187,17 @@ def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
         verbose=verbose,
         **fit_kwargs,
     )
-    history = read_history(history_path)
-    train_seconds = float(sum(history["epoch_seconds"]))
+    return read_history(history_path)
 
+
+def _scored(model, config, dataset, data, history, jit):
+    """The metrics `metrics.json` holds, and the test images' class scores."""
     evaluation_start = time.perf_counter()
-    scores = test_scores(model, x_test, batch_size)
-    results = dataset.score(scores, y_test)
+    scores = test_scores(model, data.x_test, config.batch_size)
+    results = dataset.score(scores, data.y_test)
     evaluation_seconds = time.perf_counter() - evaluation_start
-    model.save(os.path.join(run_dir, "model.keras"))
-
+    train_seconds = float(sum(history["epoch_seconds"]))
+    images = _images_per_epoch(config, data) * len(history["loss"])
     metrics = {
         **results,
         **dataclasses.asdict(config),  # the settings, as config.json holds them
@@ -205,30 +211,34 @@ def _fit_and_report(config, dataset, run_dir, arrays, source, log, verbose):
         "devices": describe_devices(),
         "keras_version": keras.__version__,
         "train_seconds": train_seconds,
-        "images_per_second": images_per_epoch * len(history["loss"]) / train_seconds,
+        "images_per_second": images / train_seconds,
         "evaluation_seconds": evaluation_seconds,
-        "data_source": source["origin"],
+        "data_source": data.origin,
         # What a prediction needs besides the model: the classes' names in
         # label order (the model's outputs), and the images' shape.
         "dataset_title": dataset.title,
         "class_names": list(dataset.class_names),
-        "image_shape": list(x_test.shape[1:]),
-        "n_train": len(x_train),
-        "n_train_available": source["available"],
-        "training_set": source["training_set"],
-        "n_test": len(x_test),
+        "image_shape": list(data.x_test.shape[1:]),
+        "n_train": len(data.x_train),
+        "n_train_available": data.available,
+        "training_set": data.training_set,
+        "n_test": len(data.x_test),
         "parameters": model.count_params(),
         "final_train_loss": history["loss"][-1],
     }
+    return metrics, scores
+
+
+def _write_artifacts(run_dir, model, metrics, history, scores, dataset, data):
+    """`model.keras`, `metrics.json`, the figures and `report.md`."""
+    model.save(os.path.join(run_dir, "model.keras"))
     with open(os.path.join(run_dir, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
-
-    figures = report_figures(model, history, x_test, y_test, scores, dataset)
+    figures = report_figures(model, history, data.x_test, data.y_test, scores, dataset)
     for name, fig in figures.items():
         fig.savefig(os.path.join(run_dir, name), dpi=100)
     with open(os.path.join(run_dir, "report.md"), "w") as f:
         f.write(report(metrics, figures))
-    return metrics
 
 
 def run_dataset(config):
@@ -237,20 +247,37 @@ def run_dataset(config):
     return get_dataset(config.dataset).for_run(config)
 
 
+@dataclasses.dataclass(frozen=True)
+class RunData:
+    """The arrays a run trains and scores on, and where they came from.
+
+    Attributes:
+        x_train, y_train: What the model is fitted on (for MultiMNIST, the
+            single digits the pairs are drawn from).
+        x_test, y_test: The dataset's test set (`Dataset.test_set`): for
+            MultiMNIST its fixed test pairs, for an image folder its
+            held-out images, all of them uint8 (`ImageFolder.load`).
+        origin: Where the arrays were read, in words.
+        available: The source's training images before any subset.
+        training_set: `describe_training_set` of the above.
+    """
+
+    x_train: object
+    y_train: object
+    x_test: object
+    y_test: object
+    origin: str
+    available: int
+    training_set: str
+
+
 def load_data(config, dataset=None):
-    """The training and test arrays a `TrainConfig` asks for.
+    """The `RunData` a `TrainConfig` asks for.
 
     Args:
-        config: The run's `TrainConfig`.
+        config: The run's `TrainConfig`: its data, dataset, seed and the
+            training and test sets' caps.
         dataset: `run_dataset(config)`, if at hand.
-
-    Returns:
-        `(x_train, y_train, x_test, y_test, origin, available)`: `available`
-        is the size of the source's training set before any subset. The
-        test arrays are the dataset's test set (`Dataset.test_set`): for
-        MultiMNIST, its fixed test pairs, and the training arrays the
-        single digits the pairs are drawn from; for an image folder, its
-        held-out images, all of them uint8 (`ImageFolder.load`).
     """
     dataset = run_dataset(config) if dataset is None else dataset
     (x_train, y_train), (x_test, y_test), origin = dataset.load_from(config.data)
@@ -260,7 +287,8 @@ def load_data(config, dataset=None):
         keep = balanced_subset(y_train, limit, seed=config.seed)
         x_train, y_train = x_train[keep], y_train[keep]
     x_test, y_test = dataset.test_set(x_test, y_test, config.max_test_samples)
-    return x_train, y_train, x_test, y_test, origin, available
+    training_set = describe_training_set(len(x_train), available, config.seed)
+    return RunData(x_train, y_train, x_test, y_test, origin, available, training_set)
 
 
 def describe_training_set(n_train, available, seed):
