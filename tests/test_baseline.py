@@ -73,7 +73,7 @@ def test_integer_images_are_scaled_as_the_capsule_models_scale_them(tmp_path):
 
 def test_the_residual_cnn_shares_the_capsule_models_trunk(tmp_path):
     model = ResidualCNN((40, 40, 3), 3, widths=(4, 8, 8))
-    capsules = CapsuleBackbone(ResidualEncoder((40, 40, 3), (4, 8, 8)), 3)
+    capsules = CapsuleBackbone(ResidualEncoder((40, 40, 3), widths=(4, 8, 8)), 3)
     capsules.build((None, 40, 40, 3))
     trunk = [layer.name for layer in model.get_layer("conv").layers]
     assert trunk == [layer.name for layer in capsules.encoder.conv.layers]

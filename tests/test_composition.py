@@ -30,7 +30,9 @@ from capsules_keras.models import (
 ENCODERS = {
     "capsnet": lambda shape: CapsNetEncoder(shape, conv_filters=8, primary_capsules=2),
     "efficient": lambda shape: EfficientEncoder(shape),
-    "residual": lambda shape: ResidualEncoder(shape, (4, 8, 8), primary_capsules=2),
+    "residual": lambda shape: ResidualEncoder(
+        shape, widths=(4, 8, 8), primary_capsules=2
+    ),
 }
 
 

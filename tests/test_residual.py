@@ -44,7 +44,7 @@ def test_the_map_is_shrunk_before_the_primary_capsules(image_shape, pools, cells
 
 
 def test_every_batch_normalisation_follows_the_batches_quickly():
-    encoder = ResidualEncoder((40, 40, 3), (4, 8, 8), 2)
+    encoder = ResidualEncoder((40, 40, 3), widths=(4, 8, 8), primary_capsules=2)
     encoder.build((None, 40, 40, 3))
     norms = [
         layer
@@ -75,7 +75,10 @@ def test_a_block_projects_its_shortcut_only_where_the_shape_changes():
 
 def test_every_layer_is_planned_and_counted():
     model = CapsuleClassifier(
-        CapsuleBackbone(ResidualEncoder((64, 64, 3), (4, 8, 8), 2), num_classes=3),
+        CapsuleBackbone(
+            ResidualEncoder((64, 64, 3), widths=(4, 8, 8), primary_capsules=2),
+            num_classes=3,
+        ),
         decoder_units=(8,),
     )
     model.build((None, 64, 64, 3))

@@ -45,7 +45,9 @@ MODELS = {
     ),
     # Batch normalisation and residual blocks (fused on torch).
     "residual": lambda: CapsuleClassifier(
-        CapsuleBackbone(ResidualEncoder((28, 28, 1), (4, 8, 8), 2)),
+        CapsuleBackbone(
+            ResidualEncoder((28, 28, 1), widths=(4, 8, 8), primary_capsules=2)
+        ),
         decoder_units=(16,),
     ),
     "matrix": lambda: MatrixCapsNet(

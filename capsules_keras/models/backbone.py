@@ -45,6 +45,7 @@ class CapsuleBackbone(keras.layers.Layer):
         self,
         encoder,
         num_classes=10,
+        *,
         digit_dim=16,
         routing=DEFAULT_ROUTING,
         routing_iterations=None,

@@ -147,6 +147,7 @@ class CapsNetEncoder(CapsuleEncoder):
     def __init__(
         self,
         image_shape=(28, 28, 1),
+        *,
         conv_filters=CONV_FILTERS,
         kernel_size=9,
         primary_capsules=PRIMARY_CAPSULES,
@@ -259,21 +260,21 @@ def capsnet_backbone(
     """
     encoder = CapsNetEncoder(
         image_shape,
-        conv_filters,
-        kernel_size,
-        primary_capsules,
-        primary_dim,
-        conv_strides,
-        primary_strides,
+        conv_filters=conv_filters,
+        kernel_size=kernel_size,
+        primary_capsules=primary_capsules,
+        primary_dim=primary_dim,
+        conv_strides=conv_strides,
+        primary_strides=primary_strides,
         name="encoder",
     )
     return CapsuleBackbone(
         encoder,
         num_classes,
-        digit_dim,
-        routing,
-        routing_iterations,
-        scale_agreement,
+        digit_dim=digit_dim,
+        routing=routing,
+        routing_iterations=routing_iterations,
+        scale_agreement=scale_agreement,
         name="backbone",
     )
 
@@ -431,6 +432,7 @@ class CapsNet(CapsNetArguments, CapsuleClassifier):
         self,
         image_shape=(28, 28, 1),
         num_classes=10,
+        *,
         routing_iterations=None,
         reconstruction_weight=RECONSTRUCTION_WEIGHT,
         conv_filters=CONV_FILTERS,

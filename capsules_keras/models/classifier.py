@@ -65,6 +65,7 @@ class CapsuleClassifier(CapsuleModel):
     def __init__(
         self,
         backbone,
+        *,
         reconstruction_weight=RECONSTRUCTION_WEIGHT,
         decoder_units=DECODER_UNITS,
         **kwargs,

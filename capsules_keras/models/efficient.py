@@ -127,7 +127,7 @@ class EfficientEncoder(CapsuleEncoder):
     #: Channels, kernel size and (paper's) stride of each convolution.
     CONVOLUTIONS = ((32, 5, 1), (64, 3, 1), (64, 3, 1), (128, 3, 2))
 
-    def __init__(self, image_shape=(28, 28, 1), conv_strides=None, **kwargs):
+    def __init__(self, image_shape=(28, 28, 1), *, conv_strides=None, **kwargs):
         super().__init__(**kwargs)
         self.image_shape = check_image_shape(image_shape)
         self.conv_strides = efficient_strides(self.image_shape, conv_strides)
@@ -287,6 +287,7 @@ class EfficientCapsNet(CapsuleClassifier):
         self,
         image_shape=(28, 28, 1),
         num_classes=10,
+        *,
         routing="self_attention",
         routing_iterations=None,
         reconstruction_weight=RECONSTRUCTION_WEIGHT,
@@ -297,12 +298,12 @@ class EfficientCapsNet(CapsuleClassifier):
         **kwargs,
     ):
         backbone = CapsuleBackbone(
-            EfficientEncoder(image_shape, conv_strides, name="encoder"),
+            EfficientEncoder(image_shape, conv_strides=conv_strides, name="encoder"),
             num_classes,
-            digit_dim,
-            routing,
-            routing_iterations,
-            scale_agreement,
+            digit_dim=digit_dim,
+            routing=routing,
+            routing_iterations=routing_iterations,
+            scale_agreement=scale_agreement,
             name="backbone",
         )
         super().__init__(

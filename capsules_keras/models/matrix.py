@@ -94,6 +94,7 @@ class MatrixCapsNet(CapsuleModel):
         self,
         image_shape=(28, 28, 1),
         num_classes=10,
+        *,
         conv_filters=32,
         capsule_types=(8, 16, 16),
         routing_iterations=ROUTING_ITERATIONS,

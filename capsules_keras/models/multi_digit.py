@@ -58,7 +58,7 @@ class MultiDigitClassifier(CapsuleClassifier):
     Reference: Sabour et al. (2017), section 6 and Figure 5.
     """
 
-    def __init__(self, backbone, digits_per_image=2, **kwargs):
+    def __init__(self, backbone, *, digits_per_image=2, **kwargs):
         check_positive_int("digits_per_image", digits_per_image)
         if digits_per_image >= backbone.num_classes:
             raise ValueError(
@@ -181,8 +181,8 @@ class MultiDigitCapsNet(CapsNetArguments, MultiDigitClassifier):
     """
 
     def __init__(
-        self, image_shape=(36, 36, 1), num_classes=10, digits_per_image=2, **kwargs
+        self, image_shape=(36, 36, 1), num_classes=10, *, digits_per_image=2, **kwargs
     ):
         arguments = {k: kwargs.pop(k) for k in _CAPSNET_ARGUMENTS if k in kwargs}
         backbone = capsnet_backbone(image_shape, num_classes, **arguments)
-        super().__init__(backbone, digits_per_image, **kwargs)
+        super().__init__(backbone, digits_per_image=digits_per_image, **kwargs)

@@ -209,6 +209,7 @@ class ResidualEncoder(CapsuleEncoder):
     def __init__(
         self,
         image_shape=(32, 32, 3),
+        *,
         widths=WIDTHS,
         primary_capsules=PRIMARY_CAPSULES,
         primary_dim=8,
