@@ -2,6 +2,7 @@
 
     python benchmarks/image_folders.py shapes FOLDER --per-class 200
     python benchmarks/image_folders.py fashion FOLDER --source fashion-mnist.npz
+    python benchmarks/image_folders.py photos FOLDER
     python -m capsules_keras.train --data FOLDER --epochs 10
 
 `shapes`: three classes of filled shapes (circle, square, triangle) in 40x40
@@ -16,6 +17,10 @@ outline only: colour, size and place carry no information.
 Keras-layout .npz) is scaled up, given a random colour over a random
 background with per-pixel noise, and written as PNG or JPEG. Its ten
 classes (`FASHION_CLASSES`) are told by the garment's shape and texture.
+
+`photos`: notebook 08's folder, non-overlapping tiles of seven real colour
+photographs (`capsules_keras.data.photo_tiles`), 48x48 RGB by default, up
+to 90 a photo; the class is the photo a tile was cut from.
 """
 
 import argparse
@@ -24,6 +29,8 @@ import os
 import sys
 
 import numpy as np
+
+from capsules_keras.data.photo_tiles import write_photo_tiles
 
 #: The classes of `write_shapes`, in label order.
 SHAPES = ("circle", "square", "triangle")
@@ -152,20 +159,34 @@ def write_shapes(folder, per_class=200, size=40, seed=0):
     return written
 
 
+#: Each kind's images per class and side, unless given.
+DEFAULTS = {"shapes": (200, 40), "fashion": (200, 40), "photos": (90, 48)}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("shapes", "fashion"))
+    parser.add_argument("kind", choices=tuple(DEFAULTS))
     parser.add_argument("folder")
     parser.add_argument(
         "--source", help="fashion: Fashion-MNIST as a Keras-layout .npz"
     )
-    parser.add_argument("--per-class", type=int, default=200)
-    parser.add_argument("--size", type=int, default=40)
+    parser.add_argument(
+        "--per-class", type=int, help="images of each class (default: the kind's)"
+    )
+    parser.add_argument("--size", type=int, help="their side (default: the kind's)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    per_class, size = DEFAULTS[args.kind]
+    args.per_class = per_class if args.per_class is None else args.per_class
+    args.size = size if args.size is None else args.size
     try:
         if args.kind == "shapes":
             written = write_shapes(args.folder, args.per_class, args.size, args.seed)
+        elif args.kind == "photos":
+            counts = write_photo_tiles(
+                args.folder, args.size, args.per_class, args.seed
+            )
+            written = sum(tiles for _, tiles in counts.values())
         elif args.source is None:
             raise ValueError("fashion reads its garments from --source FILE.npz")
         else:

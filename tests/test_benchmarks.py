@@ -378,6 +378,29 @@ def test_image_folders_writes_coloured_garments(tmp_path, fashion_path):
         image_folders.main(["fashion", str(tmp_path / "none")])
 
 
+def test_image_folders_writes_notebook_08s_photo_tiles(tmp_path):
+    from PIL import Image
+
+    from capsules_keras.data import load_image_folder
+    from capsules_keras.data.photo_tiles import PHOTOS, photo
+
+    folder = tmp_path / "photos"
+    flags = ["photos", str(folder), "--per-class", "2", "--size", "32"]
+    assert image_folders.main(flags) == 14
+    (x_train, y_train), (x_test, y_test), _ = load_image_folder(folder)
+    assert x_train.shape[1:] == (32, 32, 3) and len(x_train) + len(x_test) == 14
+    # A tile is the photo's pixels at the row and column its name gives.
+    tile = next((folder / "cat").glob("*.png"))
+    row, column = (int(part[1:]) for part in tile.stem.split("-")[1:])
+    expected = photo("cat")[row * 32 : (row + 1) * 32, column * 32 : (column + 1) * 32]
+    np.testing.assert_array_equal(np.asarray(Image.open(tile)), expected)
+    assert sorted(PHOTOS) == sorted(path.name for path in folder.iterdir())
+    with pytest.raises(SystemExit, match="exists"):
+        image_folders.main(flags)
+    with pytest.raises(ValueError, match="Received: 'dog'"):
+        photo("dog")
+
+
 def test_folder_comparison_pairs_each_seed_and_keeps_finished_runs(tmp_path):
     # A finished run is read, not run again (no trainer starts here).
     target = folder_comparison.run_folder(str(tmp_path), "/data/shapes", "cnn", 1)

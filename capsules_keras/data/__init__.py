@@ -14,6 +14,7 @@ The parts, one module each:
     batches       seeded `keras.utils.PyDataset` batches, and `feed`
     subsets       class-balanced, seeded subsets
     multi_mnist   MultiMNIST's overlapping pairs of digits
+    photo_tiles   an example image folder: tiles of real photographs
 
 What a user calls is importable from here (`__all__`); the rest, and
 MultiMNIST's pair makers (`MultiMNISTBatches`, `fixed_test_set`,
