@@ -17,6 +17,7 @@ By notebook:
     05  plot_pair_construction, plot_overlap_histogram, plot_pair_routing
     06  plot_seed_spread
     07  plot_transform_sweep, plot_roc_curves, plot_grouped_intervals
+    08  plot_model_curves, plot_seed_spread (with 06)
     09  rank_dimensions, plot_dimension_perturbations (with 03)
 
 The capsule dimensions' mosaics and the explorer that nudges them by hand
@@ -1234,6 +1235,54 @@ def plot_seed_spread(results, ylabel="test accuracy", title=None, seeds=None):
     ax.grid(axis="y", alpha=0.3)
     if title is not None:
         ax.set_title(title, fontsize=9)
+    return fig
+
+
+# Notebook 08: capsules on your own images
+
+
+def plot_model_curves(histories, validation_label="validation", metric="accuracy"):
+    """Several models' accuracy per epoch, on their training and held-apart images.
+
+    Args:
+        histories: A dict from a model's name to its `History.history` (per
+            epoch lists with `metric` and `"val_" + metric`).
+        validation_label: What the `val_` images are, for the legend.
+        metric: The accuracy key of the histories.
+
+    Returns:
+        A Figure with one axis: per model, one colour, its training accuracy
+        dashed and its `validation_label` accuracy solid, so that where a
+        model stops gaining on held-apart images while it still gains on its
+        training images (it overfits) reads off the gap between its two lines.
+    """
+    missing = [
+        name
+        for name, history in histories.items()
+        if metric not in history or "val_" + metric not in history
+    ]
+    if not histories or missing:
+        raise ValueError(
+            f"Every history needs `{metric}` and `val_{metric}`. "
+            f"Received: {list(histories)} (without them: {missing})"
+        )
+    fig = Figure(figsize=(7.5, 3.8), layout="constrained")
+    ax = fig.subplots()
+    for k, history in enumerate(histories.values()):
+        epochs = np.arange(1, len(history[metric]) + 1)
+        ax.plot(epochs, history[metric], "--", color=f"C{k}", linewidth=1)
+        ax.plot(epochs, history["val_" + metric], "-o", color=f"C{k}", markersize=3)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(metric.replace("_", " "))
+    ax.grid(alpha=0.3)
+    models = [
+        Line2D([], [], color=f"C{k}", label=name) for k, name in enumerate(histories)
+    ]
+    styles = [
+        Line2D([], [], color="black", linestyle="--", linewidth=1, label="training"),
+        Line2D([], [], color="black", marker="o", markersize=3, label=validation_label),
+    ]
+    ax.legend(handles=models + styles, loc="lower right", fontsize=8)
     return fig
 
 

@@ -175,6 +175,10 @@ def test_outputs_are_stored(path):
             assert cell.outputs, f"{where} prints or displays, but stores no output"
         for output in cell.outputs:
             assert output.output_type != "error", f"{where} stores an error"
+            assert output.get("name") != "stderr", (
+                f"{where} stores stderr (a warning or a library's log): "
+                f"{output.text[:200]!r}"
+            )
             assert not _figure_without_png(output), (
                 f"{where} stores a figure without its PNG (run `%matplotlib "
                 "inline` before displaying Figures built without pyplot)"

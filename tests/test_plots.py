@@ -53,6 +53,22 @@ def test_loss_terms_one_axis_per_term():
         figures.plot_loss_terms(history, terms=("margin_loss", "kl_loss"))
 
 
+def test_model_curves_one_colour_per_model():
+    histories = {
+        "capsules": {"accuracy": [0.5, 0.9], "val_accuracy": [0.4, 0.6]},
+        "CNN": {"accuracy": [0.3, 0.8], "val_accuracy": [0.3, 0.7]},
+    }
+    fig = figures.plot_model_curves(histories, validation_label="held apart")
+    (ax,) = fig.axes
+    assert len(ax.lines) == 4  # each model's training and held-apart curves
+    np.testing.assert_array_equal(ax.lines[3].get_ydata(), [0.3, 0.7])
+    assert ax.lines[2].get_color() == ax.lines[3].get_color() != ax.lines[0].get_color()
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == ["capsules", "CNN", "training", "held apart"]
+    with pytest.raises(ValueError, match="without them: \\['CNN'\\]"):
+        figures.plot_model_curves({**histories, "CNN": {"accuracy": [0.3]}})
+
+
 def test_reconstructions(tmp_path):
     images = np.random.default_rng(0).uniform(0, 1, (4, 28, 28, 1))
     fig = plots.plot_reconstructions(images, images, labels=[1, 2, 3, 4])

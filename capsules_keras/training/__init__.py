@@ -24,6 +24,7 @@ from capsules_keras.training.devices import describe_devices, parallel_setup
 from capsules_keras.training.fit import (
     RunData,
     load_data,
+    seed_run,
     test_scores,
     train_run,
     training_data,
@@ -47,6 +48,7 @@ __all__ = [
     "new_run_dir",
     "parallel_setup",
     "saved_run",
+    "seed_run",
     "start_run",
     "test_scores",
     "train_run",
