@@ -35,6 +35,7 @@ def _class_outputs(x, num_classes, multi_label):
 def baseline_cnn(
     image_shape=(28, 28, 1),
     num_classes=10,
+    *,
     dropout_rate=0.5,
     multi_label=False,
     dense_units=1143,
@@ -110,6 +111,7 @@ class BaselineCNN(ScaledImagesModel):
         self,
         image_shape=(28, 28, 1),
         num_classes=10,
+        *,
         dropout_rate=0.5,
         multi_label=False,
         dense_units=1143,
@@ -188,6 +190,7 @@ class ResidualCNN(ScaledImagesModel):
         self,
         image_shape=(32, 32, 3),
         num_classes=10,
+        *,
         widths=WIDTHS,
         multi_label=False,
         name="residual_cnn",
