@@ -41,6 +41,7 @@ from capsules_keras.models import (
     MatrixCapsNet,
     MultiDigitCapsNet,
     MultiDigitClassifier,
+    ResidualCNN,
     ResidualEncoder,
     baseline_cnn,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "PrimaryCaps",
     "PrimaryMatrixCaps",
     "ReconstructionLoss",
+    "ResidualCNN",
     "ResidualEncoder",
     "SpreadLoss",
     "SpreadMarginSchedule",
