@@ -128,14 +128,19 @@ def test_cli_with_augmentation_validation_and_auto_precision(
     mnist_path, tmp_path, capsys
 ):
     flags = ("--augment", "--validate", "--dtype-policy", "auto", *NARROW)
+    flags += ("--weight-decay", "0.004")
     train.main(tiny_args(mnist_path, tmp_path, *flags))
     run_dir = only_run(tmp_path)
+    # The decay reaches the optimizer the model was trained and saved with.
+    model = keras.saving.load_model(os.path.join(run_dir, "model.keras"))
+    assert model.optimizer.weight_decay == pytest.approx(0.004)
     with open(os.path.join(run_dir, "history.csv")) as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 1 and "val_accuracy" in rows[0]
     with open(os.path.join(run_dir, "config.json")) as f:
         config = json.load(f)
     assert config["augment"] is True and config["dtype_policy"] == "auto"
+    assert config["weight_decay"] == 0.004
     # The run records and says the policy `auto` chose on this machine.
     policy, why = choose_dtype_policy("auto")
     with open(os.path.join(run_dir, "metrics.json")) as f:
@@ -295,6 +300,7 @@ def test_trainer_settings_are_the_command_lines(keywords, flags):
         ({"epoch": 2}, r"Unknown trainer flags \['epoch'\]"),
         ({"epochs": 0}, "Received: epochs=0"),
         ({"batch_size": 1.5}, "Received: batch_size=1.5"),
+        ({"weight_decay": -0.1}, "Received: weight_decay=-0.1"),
         ({"model": "resnet"}, "Received: model='resnet'"),
         ({"dataset": "cifar10"}, "Received: dataset='cifar10'"),
         ({"model": "cnn", "routing_iterations": 1}, "does not apply to model='cnn'"),

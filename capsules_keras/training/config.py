@@ -157,6 +157,15 @@ class TrainConfig:
     lr_decay: float = setting(
         0.8, "learning-rate factor per epoch (1 = none)", check=_fraction
     )
+    # None of the papers' recipes decays the weights; a few hundred photographs
+    # a class may want it (decoupled, as AdamW: it does not scale with the
+    # gradient's running size).
+    weight_decay: float = setting(
+        0.0,
+        "Adam's decoupled weight decay per step, times the learning rate "
+        "(AdamW's; 0 = none)",
+        check=_non_negative_number,
+    )
     # With so few epochs the shifted digits slow convergence more than they help.
     augment: bool = setting(
         False, "random +-2 px shifts while training (the paper's)", check=_bool

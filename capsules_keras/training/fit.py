@@ -129,7 +129,9 @@ def _compiled_model(config, dataset, data, log):
     )
     jit = {"auto": auto, "on": True, "off": False}[config.jit_compile]
     model.compile(
-        optimizer=keras.optimizers.Adam(schedule),
+        optimizer=keras.optimizers.Adam(
+            schedule, weight_decay=config.weight_decay or None
+        ),
         jit_compile=jit,
         **choice.compile_kwargs(dataset),
     )
