@@ -5,8 +5,8 @@ Seven colour photographs ship inside the `scikit-image` wheel
 their licences). `write_photo_tiles` cuts each into non-overlapping square
 tiles and writes some of them, drawn with a seed, as PNG files into one
 sub-folder per photo: an image folder whose task is *which photo is this
-square from?* Notebook 08 trains on it, and `benchmarks/image_folders.py
-photos FOLDER` writes it for the folder comparison.
+square from?* Notebook 08 trains on it, and the folder comparison of
+docs/guides/your-own-images.md ("Which model") is measured on it too.
 
 The tiles do not overlap, so no pixel is both trained on and held out;
 neighbouring tiles of one photo still look alike, which makes held-out

@@ -102,7 +102,7 @@ def _train(config, run_dir, setup, log, verbose, data, precision):
         model, jit = _compiled_model(config, dataset, data, log)
         history = _fit(model, config, dataset, data, run_dir, verbose)
         metrics, scores = _scored(model, config, dataset, data, history, jit)
-    _write_artifacts(run_dir, model, metrics, history, scores, dataset, data)
+        _write_artifacts(run_dir, model, metrics, history, scores, dataset, data)
     return metrics
 
 

@@ -48,10 +48,10 @@ DATASET_PRESETS = {
         "paper": {"pairs_per_epoch": 60_000},
     },
     # A user's folder: Efficient-CapsNet (with its own schedule, batch 16,
-    # Adam 5e-4), which learned both folders of benchmarks/folder-comparison
-    # where the paper's network did not (docs/guides/your-own-images.md,
-    # "Which model"); 10 epochs, since a folder of hundreds of images is an
-    # epoch of tens of steps.
+    # Adam 5e-4), the capsule model that learned every test folder where the
+    # paper's network collapsed or stayed near chance
+    # (docs/guides/your-own-images.md, "Which model"); 10 epochs, since a
+    # folder of hundreds of images is an epoch of tens of steps.
     "image_folder": {
         "quick": {"model": "efficient", "epochs": 10},
         "paper": {"model": "efficient"},
